@@ -1,0 +1,103 @@
+"""The node agent: registers its node, heartbeats, and runs launch tasks from its own rq queue.
+
+It is an rq SimpleWorker listening on exactly one queue (``minihpc-node-<name>``), so rq's
+multi-queue dequeue is never used; the master alone decides what goes on that queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+import psutil
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
+
+from . import keys
+from .config import Settings
+from .launch import run_share
+from .launcher import LaunchSpec
+from .store import Store, connect
+
+log = logging.getLogger(__name__)
+
+_current: NodeAgent | None = None
+
+
+def launch_task(**payload) -> dict:
+    """The rq task the master queues on a node: run that node's share of a job."""
+    agent = _current
+    if agent is None:
+        raise RuntimeError("launch_task runs only inside a minihpc node agent")
+    spec = LaunchSpec.from_payload(payload)
+    result = run_share(spec, agent.store, agent.settings, agent.shutting_down)
+    return result.to_dict()
+
+
+class _Worker(SimpleWorker):
+    """rq's in-process worker; a stop signal also tears down the job it is running."""
+
+    agent: NodeAgent
+
+    def handle_warm_shutdown_request(self):
+        self.agent.shutting_down.set()
+        super().handle_warm_shutdown_request()
+
+
+class NodeAgent:
+    def __init__(self, settings: Settings, name: str, addr: str | None = None):
+        self.settings = settings
+        self.name = name
+        self.addr = addr or socket.gethostname()
+        self.store = Store(connect(settings.redis_url))
+        self.shutting_down = threading.Event()
+        self._stopped = threading.Event()
+
+    def _heartbeat_loop(self) -> None:
+        store = Store(connect(self.settings.redis_url))
+        while not self._stopped.wait(self.settings.heartbeat_interval):
+            try:
+                store.heartbeat(self.name, self.settings.node_timeout)
+            except Exception:  # noqa: BLE001 - keep beating through a Redis blip
+                log.warning("node %s: heartbeat failed", self.name, exc_info=True)
+
+    def start(self) -> None:
+        """Register the node and forget anything a previous incarnation held: its ranks died
+        with it, so its allocation and undelivered launch tasks are void."""
+        queue = self.queue()
+        stale = self.store.release_node(self.name)
+        if stale is not None:
+            log.warning("node %s: released job %s held by a previous agent", self.name, stale)
+        queue.empty()
+        self.store.register_node(
+            self.name,
+            self.addr,
+            cpus=os.cpu_count() or 1,
+            memory_bytes=psutil.virtual_memory().total,
+            ttl=self.settings.node_timeout,
+        )
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        log.info("node %s: registered at %s", self.name, self.addr)
+
+    def queue(self) -> Queue:
+        return Queue(keys.node_queue(self.name), connection=self.store.r, serializer=JSONSerializer)
+
+    def run(self) -> None:
+        global _current
+        _current = self
+        self.start()
+        worker = _Worker(
+            [self.queue()],
+            connection=self.store.r,
+            serializer=JSONSerializer,
+            name=f"{self.name}.{os.getpid()}",
+        )
+        worker.agent = self
+        try:
+            worker.work(with_scheduler=False, logging_level="WARNING")
+        finally:
+            self._stopped.set()
+            self.store.r.delete(keys.node_alive(self.name))
+            log.info("node %s: agent stopped", self.name)

@@ -1,0 +1,510 @@
+"""The ``minihpc`` command: Slurm's verbs, columns and state codes over the Redis state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .config import Settings, load_settings, local_state_dir
+from .errors import MinihpcError, UsageError
+from .models import Job, JobState, Priority
+from .outcome import format_exit
+from .parsing import (
+    compress_hostlist,
+    format_duration,
+    header_options,
+    parse_dependency,
+    parse_time_limit,
+)
+from .store import Store, connect
+from .tables import human_bytes, render
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# -- option parsing shared by `submit` and #MINIHPC header lines ---------------------------
+
+
+def _add_job_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-N", "--nodes", type=int, default=None, help="nodes to run on (default 1)")
+    p.add_argument("--ntasks-per-node", type=int, default=None, help="ranks per node (default 1)")
+    p.add_argument(
+        "--priority",
+        choices=[p.value for p in Priority],
+        default=None,
+        help="queue priority (default normal)",
+    )
+    p.add_argument("-t", "--time", default=None, help="time limit: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS")
+    p.add_argument("-J", "--job-name", default=None, help="job name (default: the script's name)")
+    p.add_argument("-d", "--dependency", default=None, help="afterok:ID[:ID...]")
+
+
+def _header_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="#MINIHPC", add_help=False)
+    _add_job_options(p)
+    return p
+
+
+def _merge(cli: argparse.Namespace, header: argparse.Namespace, name: str, default):
+    value = getattr(cli, name)
+    if value is None:
+        value = getattr(header, name)
+    return default if value is None else value
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _store(settings: Settings) -> Store:
+    return Store(connect(settings.redis_url))
+
+
+def _job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"invalid job id {text!r}: expected a number") from None
+    if value < 1:
+        raise UsageError(f"invalid job id {text!r}: expected a positive number")
+    return value
+
+
+def _elapsed(job: Job, now: float) -> float:
+    if job.started_at is None:
+        return 0.0
+    return (job.ended_at or now) - job.started_at
+
+
+def _nodelist_or_reason(job: Job) -> str:
+    if job.state is JobState.PENDING:
+        return f"({job.reason})"
+    return compress_hostlist(job.nodes) if job.nodes else f"({job.reason})"
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _fmt_time(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts)) if ts else "Unknown"
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_submit(args, settings: Settings) -> int:
+    from .submit import Request, read_script, submit
+
+    text = read_script(args.script)
+    header = _header_parser().parse_args(header_options(text))
+    nodes = _merge(args, header, "nodes", 1)
+    request = Request(
+        script=args.script,
+        args=list(args.script_args),
+        nodes=int(nodes),
+        tasks_per_node=int(_merge(args, header, "ntasks_per_node", 1)),
+        priority=Priority(_merge(args, header, "priority", Priority.NORMAL.value)),
+        time_limit=parse_time_limit(_merge(args, header, "time", "UNLIMITED")),
+        name=_merge(args, header, "job_name", None),
+        dependency=parse_dependency(dep) if (dep := _merge(args, header, "dependency", None)) else [],
+    )
+    job = submit(_store(settings), request)
+    print(job.id if args.parsable else f"Submitted batch job {job.id}")
+    return 0
+
+
+def _queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
+    return [
+        [
+            str(j.id),
+            j.name[:20],
+            j.user[:10],
+            j.state.code,
+            format_duration(_elapsed(j, now)),
+            str(len(j.nodes) or j.nodes_requested),
+            _nodelist_or_reason(j),
+        ]
+        for j in jobs
+    ]
+
+
+def _queue_jobs(store: Store, include_ended: bool) -> list[Job]:
+    from .scheduler import queue_order_key
+
+    running = sorted(store.running_jobs(), key=lambda j: j.id)
+    pending = sorted(store.pending_jobs(), key=queue_order_key)
+    ended = sorted(store.ended_jobs(limit=50), key=lambda j: j.id) if include_ended else []
+    return running + pending + ended
+
+
+def cmd_queue(args, settings: Settings) -> int:
+    store = _store(settings)
+    headers = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+
+    def once() -> str:
+        jobs = _queue_jobs(store, args.all)
+        if args.json:
+            return json.dumps([j.to_json() for j in jobs], indent=2, sort_keys=True)
+        return render(headers, _queue_rows(jobs, time.time()))
+
+    if not args.watch:
+        print(once())
+        return 0
+    try:
+        while True:
+            frame = once()
+            sys.stdout.write("\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n")
+            sys.stdout.write(f"{time.strftime('%H:%M:%S')}  every {args.interval:g}s, Ctrl-C to stop\n{frame}\n")
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        print()
+        return 130
+
+
+def cmd_show(args, settings: Settings) -> int:
+    job = _store(settings).get_job(_job_id(args.job_id))
+    if args.json:
+        _print_json(job.to_json())
+        return 0
+    rows = [
+        ("JobId", job.id),
+        ("JobName", job.name),
+        ("UserId", job.user),
+        ("JobState", job.state.value),
+        ("Reason", job.reason),
+        ("ExitCode", format_exit(job.exit_code, job.signal)),
+        ("Priority", job.priority.value),
+        ("Attempts", job.attempts),
+        ("NumNodes", job.nodes_requested),
+        ("NtasksPerNode", job.tasks_per_node),
+        ("NodeList", ",".join(job.nodes) or "(null)"),
+        ("TimeLimit", format_duration(job.time_limit)),
+        ("Dependency", ("afterok:" + ":".join(map(str, job.dependency))) if job.dependency else "(null)"),
+        ("SubmitTime", _fmt_time(job.submitted_at)),
+        ("StartTime", _fmt_time(job.started_at)),
+        ("EndTime", _fmt_time(job.ended_at)),
+        ("Command", " ".join([job.script_source, *job.args])),
+        ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"),
+        ("WorkDir", job.workdir),
+    ]
+    for key, value in rows:
+        print(f"{key:>14} = {value}")
+    return 0
+
+
+def cmd_cancel(args, settings: Settings) -> int:
+    store = _store(settings)
+    failures = 0
+    for text in args.job_ids:
+        try:
+            job_id = _job_id(text)
+            job = store.get_job(job_id)
+        except MinihpcError as exc:
+            print(f"minihpc cancel: error: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        if job.state.terminal:
+            print(f"minihpc cancel: error: job {job_id} already ended ({job.state.value})", file=sys.stderr)
+            failures += 1
+            continue
+        if store.transition(
+            job_id,
+            JobState.CANCELLED,
+            f"cancelled by {os.environ.get('USER', 'user')}",
+            only_from=[JobState.PENDING, JobState.RUNNING],
+        ):
+            print(f"Cancelled job {job_id}")
+        else:
+            job = store.get_job(job_id)
+            print(f"minihpc cancel: error: job {job_id} already ended ({job.state.value})", file=sys.stderr)
+            failures += 1
+    return 1 if failures else 0
+
+
+def _log_files(store: Store, job: Job, node: str | None) -> list[tuple[str, Path]]:
+    log_dir = Path(store.cluster_info()["log_dir"]) / f"job-{job.id}"
+    names = [node] if node else (job.nodes or [])
+    if node and job.nodes and node not in job.nodes:
+        raise UsageError(f"job {job.id} did not run on node {node!r} (nodes: {', '.join(job.nodes)})")
+    return [(n, log_dir / f"{n}.log") for n in names]
+
+
+def cmd_logs(args, settings: Settings) -> int:
+    store = _store(settings)
+    job_id = _job_id(args.job_id)
+    job = store.get_job(job_id)
+    if job.state is JobState.PENDING and not args.follow:
+        print(f"job {job_id} is pending ({job.reason}); it has no logs yet", file=sys.stderr)
+        return 0
+    offsets: dict[str, int] = {}
+
+    def pump() -> None:
+        files = _log_files(store, store.get_job(job_id), args.node)
+        many = len(files) > 1
+        for name, path in files:
+            if not path.exists():
+                continue
+            with path.open("rb") as fh:
+                fh.seek(offsets.get(name, 0))
+                data = fh.read()
+                offsets[name] = fh.tell()
+            if not data:
+                continue
+            text = data.decode(errors="replace")
+            if many and args.follow:
+                text = "".join(f"{name}: {line}" for line in text.splitlines(keepends=True))
+            elif many:
+                text = f"==> {name} <==\n{text}"
+            sys.stdout.write(text)
+        sys.stdout.flush()
+
+    if not args.follow:
+        pump()
+        return 0
+    try:
+        while True:
+            pump()
+            if store.get_job(job_id).state.terminal:
+                time.sleep(0.3)
+                pump()
+                return 0
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_nodes(args, settings: Settings) -> int:
+    nodes = _store(settings).node_statuses()
+    if args.json:
+        _print_json(
+            [
+                {
+                    "name": n.name,
+                    "state": n.state.value,
+                    "addr": n.addr,
+                    "cpus": n.cpus,
+                    "memory_bytes": n.memory_bytes,
+                    "job": n.job,
+                    "drain_reason": n.drain_reason,
+                    "last_heartbeat": n.last_heartbeat,
+                }
+                for n in nodes
+            ]
+        )
+        return 0
+    now = time.time()
+    rows = [
+        [
+            n.name,
+            n.state.value,
+            str(n.cpus),
+            human_bytes(n.memory_bytes),
+            str(n.job) if n.job is not None else "-",
+            f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never",
+        ]
+        for n in nodes
+    ]
+    print(render(["NODE", "STATE", "CPUS", "MEMORY", "JOB", "LAST-HEARTBEAT"], rows))
+    return 0
+
+
+def cmd_history(args, settings: Settings) -> int:
+    jobs = _store(settings).ended_jobs(limit=args.limit)
+    if args.json:
+        _print_json([j.to_json() for j in jobs])
+        return 0
+    rows = [
+        [
+            str(j.id),
+            j.name[:20],
+            j.user[:10],
+            j.state.value,
+            format_exit(j.exit_code, j.signal),
+            format_duration(_elapsed(j, j.ended_at or 0)),
+            str(len(j.nodes) or j.nodes_requested),
+            compress_hostlist(j.nodes) or "None assigned",
+            str(j.attempts),
+        ]
+        for j in jobs
+    ]
+    headers = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]
+    print(render(headers, rows))
+    return 0
+
+
+def cmd_wait(args, settings: Settings) -> int:
+    store = _store(settings)
+    job_id = _job_id(args.job_id)
+    deadline = None if args.timeout is None else time.time() + args.timeout
+    try:
+        while True:
+            job = store.get_job(job_id)
+            if job.state.terminal:
+                break
+            if deadline is not None and time.time() >= deadline:
+                print(f"minihpc wait: job {job_id} still {job.state.value} after {args.timeout:g}s", file=sys.stderr)
+                return 124
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        return 130
+    if job.state is JobState.COMPLETED:
+        print(f"job {job_id} COMPLETED")
+        return 0
+    print(
+        f"job {job_id} {job.state.value} (exit code {format_exit(job.exit_code, job.signal)}, "
+        f"reason {job.reason})",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def cmd_up(args, settings: Settings) -> int:
+    from . import local
+
+    if not args.local:
+        raise UsageError(
+            "'minihpc up' without --local starts nothing; use 'make up' for the Compose cluster"
+        )
+    url = local.up(Path(args.state_dir), args.workers, args.port)
+    print(f"export MINIHPC_REDIS_URL={url}")
+    return 0
+
+
+def cmd_down(args, settings: Settings) -> int:
+    from . import local
+
+    local.down(Path(args.state_dir))
+    return 0
+
+
+def cmd_master(args, settings: Settings) -> int:
+    from .master import Master
+
+    master = Master(settings)
+    signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
+    try:
+        master.run()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_agent(args, settings: Settings) -> int:
+    from .agent import NodeAgent
+
+    NodeAgent(settings, args.name, args.addr).run()
+    return 0
+
+
+# -- wiring -------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="minihpc", description="A mini HPC cluster with a Slurm-like CLI.")
+    parser.add_argument("--version", action="version", version=f"minihpc {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--config", default=None, help="a TOML config file (also MINIHPC_CONFIG)")
+    parser.add_argument("--redis-url", default=None, help="the cluster's Redis (also MINIHPC_REDIS_URL)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("submit", help="queue a job script")
+    _add_job_options(p)
+    p.add_argument("--parsable", action="store_true", help="print only the job id")
+    p.add_argument("script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("queue", help="pending and running jobs (like squeue)")
+    p.add_argument("--all", action="store_true", help="include recently ended jobs")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    p.set_defaults(func=cmd_queue)
+
+    p = sub.add_parser("show", help="one job in detail (like scontrol show job)")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("cancel", help="cancel jobs (like scancel)")
+    p.add_argument("job_ids", nargs="+", metavar="ID")
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("logs", help="a job's output, per node")
+    p.add_argument("job_id")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--node", default=None, help="only this node's log")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("nodes", help="the nodes and their state (like sinfo -N)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_nodes)
+
+    p = sub.add_parser("history", help="ended jobs (like sacct)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-n", "--limit", type=int, default=100, help="how many, newest first")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("wait", help="block until a job ends; exit 0 only if it COMPLETED")
+    p.add_argument("job_id")
+    p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 124)")
+    p.set_defaults(func=cmd_wait)
+
+    state_default = str(local_state_dir())
+    p = sub.add_parser("up", help="start a local cluster (--local)")
+    p.add_argument("--local", action="store_true", help="run every node as a local process")
+    p.add_argument("--workers", type=int, default=2, help="worker nodes besides master-node")
+    p.add_argument("--port", type=int, default=6379, help="port for the local redis-server")
+    p.add_argument("--state-dir", default=state_default, help="where the local cluster keeps its state")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop the local cluster")
+    p.add_argument("--state-dir", default=state_default)
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("master", help="run the scheduler (a cluster daemon)")
+    p.set_defaults(func=cmd_master)
+
+    p = sub.add_parser("agent", help="run a node agent (a cluster daemon)")
+    p.add_argument("--name", required=True, help="the node's name")
+    p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
+    p.set_defaults(func=cmd_agent)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else (
+            logging.INFO if args.command in ("master", "agent") else logging.WARNING
+        ),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings(args.config).with_overrides(redis_url=args.redis_url)
+        return args.func(args, settings)
+    except MinihpcError as exc:
+        if args.debug:
+            raise
+        print(f"minihpc {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

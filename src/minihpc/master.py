@@ -1,0 +1,127 @@
+"""The master's loop: enforce time limits, notice lost nodes, and start what the plan says.
+
+Every decision is made by the pure functions in scheduler.py; this module only reads the
+state, applies the decisions through the store, and waits for the next event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from . import keys, scheduler
+from .config import Settings
+from .launcher import LaunchSpec
+from .models import Job, JobState, NodeStatus
+from .store import Store, connect
+
+log = logging.getLogger(__name__)
+
+LAUNCH_TASK = "minihpc.agent.launch_task"
+LAUNCH_RESULT_TTL = 600
+LAUNCH_FAILURE_TTL = 86400
+
+
+def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]) -> list[LaunchSpec]:
+    """The per-node launch tasks of a job that has just been given ``job.nodes``."""
+    log_dir = os.path.join(cluster["log_dir"], f"job-{job.id}")
+    checkpoint_dir = os.path.join(cluster["checkpoint_dir"], f"job-{job.id}")
+    master_addr = nodes[job.nodes[0]].addr
+    return [
+        LaunchSpec(
+            job_id=job.id,
+            attempt=job.attempts,
+            name=job.name,
+            node=name,
+            node_rank=rank,
+            nodes=list(job.nodes),
+            master_addr=master_addr,
+            tasks_per_node=job.tasks_per_node,
+            script=job.script,
+            args=list(job.args),
+            workdir=job.workdir,
+            source_dir=os.path.dirname(job.script_source),
+            log_path=os.path.join(log_dir, f"{name}.log"),
+            checkpoint_dir=checkpoint_dir,
+        )
+        for rank, name in enumerate(job.nodes)
+    ]
+
+
+class Master:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.store = Store(connect(settings.redis_url))
+        self.stop = threading.Event()
+
+    def _dispatcher(self, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
+        def dispatch(pipe, job: Job) -> None:
+            for spec in launch_specs(job, nodes, cluster):
+                Queue(
+                    keys.node_queue(spec.node), connection=self.store.r, serializer=JSONSerializer
+                ).enqueue_call(
+                    LAUNCH_TASK,
+                    kwargs=spec.to_payload(),
+                    timeout=-1,
+                    result_ttl=LAUNCH_RESULT_TTL,
+                    failure_ttl=LAUNCH_FAILURE_TTL,
+                    job_id=f"minihpc-{job.id}-{job.attempts}-{spec.node}",
+                    description=f"job {job.id} attempt {job.attempts} on {spec.node}",
+                    pipeline=pipe,
+                )
+
+        return dispatch
+
+    def step(self, now: float) -> scheduler.Plan:
+        """One pass: time limits, lost nodes, then scheduling."""
+        store = self.store
+        nodes = store.node_statuses()
+        by_name = {n.name: n for n in nodes}
+        running = store.running_jobs()
+        for job_id in scheduler.overdue(running, now):
+            if store.transition(job_id, JobState.TIMEOUT, "TimeLimit", only_from=[JobState.RUNNING]):
+                log.info("job %s: TIMEOUT (time limit reached)", job_id)
+        for job_id, node in scheduler.lost(running, by_name).items():
+            if store.transition(
+                job_id,
+                JobState.NODE_FAIL,
+                f"node {node} failed",
+                only_from=[JobState.RUNNING],
+                failed_node=node,
+            ):
+                log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
+        running = store.running_jobs()
+        pending = store.pending_jobs()
+        deps = store.job_states({d for job in pending for d in job.dependency})
+        plan = scheduler.plan(pending, nodes, running, deps, now)
+        for job_id, reason in plan.cancels.items():
+            if store.transition(job_id, JobState.CANCELLED, reason, only_from=[JobState.PENDING]):
+                log.info("job %s: CANCELLED (%s)", job_id, reason)
+        if plan.starts:
+            dispatch = self._dispatcher(by_name, store.cluster_info())
+            for job_id, chosen in plan.starts:
+                job = store.start(job_id, chosen, dispatch)
+                if job is not None:
+                    log.info("job %s: RUNNING on %s (attempt %s)", job_id, ",".join(chosen), job.attempts)
+        current = {job.id: job.reason for job in pending}
+        store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
+        return plan
+
+    def run(self) -> None:
+        log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
+        last_prune = 0.0
+        while not self.stop.is_set():
+            try:
+                self.step(time.time())
+                if time.time() - last_prune > 60:
+                    self.store.prune_history()
+                    last_prune = time.time()
+            except Exception:  # noqa: BLE001 - a bad pass must not stop the cluster
+                log.exception("master: scheduling pass failed")
+                time.sleep(self.settings.scheduler_interval)
+            self.store.wait_event(self.settings.scheduler_interval)

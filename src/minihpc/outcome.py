@@ -1,0 +1,76 @@
+"""How a job ends, decided from its nodes' results: pure functions."""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import dataclass
+
+from .models import Job, JobState
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What one node's ranks did: the exit code (128+N when killed by signal N) and signal."""
+
+    exit_code: int | None  # None: the node never started the ranks (job already over)
+    signal: str | None = None
+    rank: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"exit_code": self.exit_code, "signal": self.signal, "rank": self.rank}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NodeResult:
+        return cls(data.get("exit_code"), data.get("signal"), data.get("rank"))
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def from_returncode(returncode: int) -> tuple[int, str | None]:
+    """A Popen-style return code (negative for a signal) as (exit code, signal name)."""
+    if returncode < 0:
+        return 128 - returncode, signal_name(-returncode)
+    return returncode, None
+
+
+def signal_name(number: int) -> str:
+    try:
+        return _signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: JobState
+    exit_code: int | None = None
+    signal: str | None = None
+    failed_node: str | None = None
+
+
+def after_report(job: Job, results: dict[str, NodeResult], node: str) -> Outcome | None:
+    """The job's new state once ``node`` has reported (``results`` includes it), or None.
+
+    A job is COMPLETED only when every node's ranks exited 0; the first node to report a
+    non-zero exit makes it FAILED with that exit code.
+    """
+    if job.state is not JobState.RUNNING:
+        return None
+    mine = results[node]
+    if mine.exit_code is not None and not mine.ok:
+        return Outcome(JobState.FAILED, mine.exit_code, mine.signal, node)
+    if len(job.nodes) == len(results) and all(r.ok for r in results.values()):
+        return Outcome(JobState.COMPLETED, 0)
+    return None
+
+
+def format_exit(exit_code: int | None, signal: str | None) -> str:
+    """Slurm's ExitCode column: ``code:signal`` (``0:0`` for success, ``-`` if unknown)."""
+    if exit_code is None:
+        return "-"
+    if signal:
+        number = getattr(_signal.Signals, signal, None)
+        return f"{exit_code}:{int(number) if number else signal}"
+    return f"{exit_code}:0"

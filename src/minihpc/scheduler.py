@@ -1,0 +1,170 @@
+"""Gang scheduling as pure functions: which pending jobs start now, on which nodes, and why
+the others wait.
+
+The policy is strict priority with *conservative backfill*: jobs are taken in priority order
+(high, normal, low; then submit time). Each job gets the earliest start at which all of its
+nodes are free, given the running jobs' time limits and the start times already promised to
+every job ahead of it; it starts only if that time is now. A lower-priority job can therefore
+take idle nodes only when it ends (by its time limit) before any job ahead of it could have
+used them. A job with no time limit is assumed to run forever, and once a job ahead cannot be
+given any start time at all, nothing behind it may start.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .models import Job, JobState, NodeState, NodeStatus
+
+INF = math.inf
+
+
+@dataclass
+class Plan:
+    starts: list[tuple[int, list[str]]] = field(default_factory=list)
+    """(job id, node names) to reserve and launch now, in order."""
+    reasons: dict[int, str] = field(default_factory=dict)
+    """Why each job that does not start waits (Slurm's reason names)."""
+    cancels: dict[int, str] = field(default_factory=dict)
+    """Jobs that can never run, with the reason."""
+
+
+def queue_order_key(job: Job) -> tuple:
+    """Priority first, then submit time, then id: the order the queue is served in."""
+    return (job.priority.rank, job.submitted_at, job.id)
+
+
+def expected_end(job: Job, now: float) -> float:
+    """When a running job will have freed its nodes at the latest (INF without a time limit)."""
+    if job.time_limit is None or job.started_at is None:
+        return INF
+    return max(job.started_at + job.time_limit, now)
+
+
+class Profile:
+    """How many nodes are free over time, as a step function starting at ``now``."""
+
+    def __init__(self, now: float, free_now: int, frees_at: list[float]):
+        self.times = [now]
+        self.free = [free_now]
+        for t in sorted(frees_at):
+            if t == INF:
+                continue
+            self._split(t)
+            for i, ti in enumerate(self.times):
+                if ti >= t:
+                    self.free[i] += 1
+
+    def _split(self, t: float) -> None:
+        if t == INF or t in self.times:
+            return
+        i = next((k for k, ti in enumerate(self.times) if ti > t), len(self.times))
+        self.times.insert(i, t)
+        self.free.insert(i, self.free[i - 1])
+
+    def earliest(self, count: int, duration: float) -> float | None:
+        """First time at which ``count`` nodes stay free for ``duration``; None if never."""
+        for i, start in enumerate(self.times):
+            end = start + duration
+            if all(
+                self.free[k] >= count
+                for k in range(i, len(self.times))
+                if self.times[k] < end
+            ):
+                return start
+        return None
+
+    def reserve(self, start: float, count: int, duration: float) -> None:
+        end = start + duration
+        self._split(start)
+        self._split(end)
+        for k, t in enumerate(self.times):
+            if start <= t < end:
+                self.free[k] -= count
+
+
+def dependency_status(job: Job, states: dict[int, JobState | None]) -> str | None:
+    """None when the job may run; 'Dependency' while it waits; 'DependencyNeverSatisfied'."""
+    waiting = False
+    for dep in job.dependency:
+        state = states.get(dep)
+        if state is None or (state.terminal and state is not JobState.COMPLETED):
+            return "DependencyNeverSatisfied"
+        if state is not JobState.COMPLETED:
+            waiting = True
+    return "Dependency" if waiting else None
+
+
+def plan(
+    pending: list[Job],
+    nodes: list[NodeStatus],
+    running: list[Job],
+    dependency_states: dict[int, JobState | None],
+    now: float,
+) -> Plan:
+    """Decide what starts now. Pure: reads only its arguments."""
+    result = Plan()
+    idle = [n.name for n in nodes if n.state is NodeState.IDLE]
+    capacity = sum(1 for n in nodes if n.schedulable)
+    ends = {job.id: expected_end(job, now) for job in running}
+    busy_until = [
+        ends.get(n.job, now) if n.job is not None else INF
+        for n in nodes
+        if n.alive and n.drain_reason is None and n.job is not None
+    ]
+    profile = Profile(now, len(idle), busy_until)
+    blocked_forever = False
+    someone_ahead_waits = False
+
+    for job in sorted(pending, key=queue_order_key):
+        dep = dependency_status(job, dependency_states)
+        if dep == "DependencyNeverSatisfied":
+            result.cancels[job.id] = dep
+            continue
+        if dep is not None:
+            result.reasons[job.id] = dep
+            continue
+        if job.nodes_requested > capacity:
+            result.reasons[job.id] = "ReqNodeNotAvail"
+            continue
+        if blocked_forever:
+            result.reasons[job.id] = "Priority"
+            continue
+        duration = job.time_limit if job.time_limit is not None else INF
+        start = profile.earliest(job.nodes_requested, duration)
+        if start is not None and start <= now and len(idle) >= job.nodes_requested:
+            chosen, idle = idle[: job.nodes_requested], idle[job.nodes_requested:]
+            result.starts.append((job.id, chosen))
+            profile.reserve(now, job.nodes_requested, duration)
+            continue
+        result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
+        someone_ahead_waits = True
+        if start is None:
+            blocked_forever = True
+        else:
+            profile.reserve(start, job.nodes_requested, duration)
+    return result
+
+
+def overdue(running: list[Job], now: float) -> list[int]:
+    """Running jobs past their time limit."""
+    return [
+        job.id
+        for job in running
+        if job.time_limit is not None
+        and job.started_at is not None
+        and now >= job.started_at + job.time_limit
+    ]
+
+
+def lost(running: list[Job], nodes: dict[str, NodeStatus]) -> dict[int, str]:
+    """Running jobs one of whose nodes is down or no longer holds them -> the first such node."""
+    out: dict[int, str] = {}
+    for job in running:
+        for name in job.nodes:
+            node = nodes.get(name)
+            if node is None or not node.alive or node.job != job.id:
+                out[job.id] = name
+                break
+    return out

@@ -1,0 +1,389 @@
+"""The cluster state in Redis: jobs and nodes, read and changed atomically.
+
+Every multi-key change is one optimistic transaction (WATCH, read, decide with a pure
+function, MULTI/EXEC): any process may be killed at any point and the state stays whole.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+
+import redis
+
+from . import keys
+from .errors import ClusterUnavailable, NotFound
+from .models import Job, JobState, NodeStatus, can_transition
+from .outcome import NodeResult, Outcome, after_report
+
+ENDED_HISTORY = 10_000
+"""How many ended jobs history keeps; older records are deleted."""
+
+EVENTS_MAX = 100
+"""The wake-up list is trimmed to this many entries."""
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` that raises ClusterUnavailable with one clear line if unreachable."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise ClusterUnavailable(f"Redis at {redact(url)} refused the password: {exc}") from None
+    except redis.ResponseError as exc:
+        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+            raise ClusterUnavailable(
+                f"Redis at {redact(url)} needs a password: put it in MINIHPC_REDIS_URL "
+                "(redis://:PASSWORD@host:port/db)"
+            ) from None
+        raise
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise ClusterUnavailable(
+            f"cannot reach Redis at {redact(url)} ({_short(exc)}); start a cluster with "
+            "'minihpc up --local' or set MINIHPC_REDIS_URL"
+        ) from None
+    return client
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().rstrip(".")
+    return text.split(". ")[-1] if text else type(exc).__name__
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Store:
+    def __init__(self, client: redis.Redis):
+        self.r = client
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _atomic(self, watch: Iterable[str], body: Callable):
+        """Run ``body(pipe)`` under WATCH until it commits; it must call pipe.multi() to write."""
+        with self.r.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(*watch)
+                    result = body(pipe)
+                    if pipe.explicit_transaction:
+                        pipe.execute()
+                    return result
+                except redis.WatchError:
+                    continue
+
+    def wake(self, why: str = "") -> None:
+        """Tell the master something changed, so it schedules at once."""
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.rpush(keys.EVENTS, why or "wake")
+            pipe.ltrim(keys.EVENTS, -EVENTS_MAX, -1)
+            pipe.execute()
+
+    def wait_event(self, timeout: float) -> bool:
+        """Block until a wake-up arrives or ``timeout`` passes; drain the rest."""
+        got = self.r.blpop([keys.EVENTS], timeout=timeout)
+        if got:
+            self.r.delete(keys.EVENTS)
+        return bool(got)
+
+    # -- cluster ----------------------------------------------------------------------
+
+    def cluster_info(self) -> dict[str, str]:
+        info = {_text(k): _text(v) for k, v in self.r.hgetall(keys.CLUSTER).items()}
+        if not info:
+            raise ClusterUnavailable(
+                "Redis is reachable but holds no minihpc cluster; start one with "
+                "'minihpc up --local' or point MINIHPC_REDIS_URL at a running cluster"
+            )
+        return info
+
+    def set_cluster_info(self, info: dict[str, str]) -> None:
+        self.r.hset(keys.CLUSTER, mapping=info)
+
+    # -- jobs -------------------------------------------------------------------------
+
+    def next_job_id(self) -> int:
+        return int(self.r.incr(keys.JOB_SEQ))
+
+    def add_job(self, job: Job) -> None:
+        with self.r.pipeline() as pipe:
+            pipe.hset(keys.job(job.id), mapping=job.to_redis())
+            pipe.sadd(keys.JOBS_PENDING, job.id)
+            pipe.rpush(keys.EVENTS, f"submit {job.id}")
+            pipe.execute()
+
+    def get_job(self, job_id: int) -> Job:
+        raw = self.r.hgetall(keys.job(job_id))
+        if not raw:
+            raise NotFound(f"job {job_id} does not exist")
+        return Job.from_redis(raw)
+
+    def get_jobs(self, ids: Iterable[int]) -> list[Job]:
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job(job_id))
+            raws = pipe.execute()
+        return [Job.from_redis(raw) for raw in raws if raw]
+
+    def job_states(self, ids: Iterable[int]) -> dict[int, JobState | None]:
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id), "state")
+            values = pipe.execute()
+        return {i: JobState(_text(v)) if v else None for i, v in zip(ids, values)}
+
+    def pending_jobs(self) -> list[Job]:
+        return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_PENDING))
+
+    def running_jobs(self) -> list[Job]:
+        return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_ACTIVE))
+
+    def ended_jobs(self, limit: int = 100) -> list[Job]:
+        ids = self.r.zrevrange(keys.JOBS_ENDED, 0, limit - 1)
+        return self.get_jobs(int(i) for i in ids)
+
+    def transition(
+        self,
+        job_id: int,
+        new: JobState,
+        reason: str,
+        *,
+        attempt: int | None = None,
+        only_from: Iterable[JobState] | None = None,
+        **fields,
+    ) -> bool:
+        """Move a job to ``new`` if that is legal now (and ``attempt`` is still current)."""
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                raise NotFound(f"job {job_id} does not exist")
+            job = Job.from_redis(raw)
+            if attempt is not None and job.attempts != attempt:
+                return False
+            if only_from is not None and job.state not in set(only_from):
+                return False
+            if not can_transition(job.state, new):
+                return False
+            pipe.multi()
+            self._write_transition(pipe, job, new, reason, fields)
+            return True
+
+        return self._atomic([keys.job(job_id)], body)
+
+    def _write_transition(self, pipe, job: Job, new: JobState, reason: str, fields: dict) -> None:
+        now = time.time()
+        update = {"state": new.value, "reason": reason}
+        update.update({k: "" if v is None else str(v) for k, v in fields.items()})
+        if new.terminal:
+            update["ended_at"] = str(now)
+            pipe.srem(keys.JOBS_PENDING, job.id)
+            pipe.srem(keys.JOBS_ACTIVE, job.id)
+            pipe.zadd(keys.JOBS_ENDED, {job.id: now})
+        pipe.hset(keys.job(job.id), mapping=update)
+        pipe.rpush(keys.EVENTS, f"{new.value} {job.id}")
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (only for jobs still pending)."""
+        if not reasons:
+            return
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id, reason in reasons.items():
+                pipe.hget(keys.job(job_id), "state")
+            states = pipe.execute()
+            for (job_id, reason), state in zip(reasons.items(), states):
+                if _text(state) == JobState.PENDING.value:
+                    pipe.hset(keys.job(job_id), "reason", reason)
+            pipe.execute()
+
+    def start(self, job_id: int, nodes: list[str], dispatch: Callable) -> Job | None:
+        """Reserve every node of the job and dispatch its launch tasks, in one transaction.
+
+        ``dispatch(pipe, job)`` queues the per-node launch tasks on the same pipeline, so a
+        job is either RUNNING with all its nodes held and all launches queued, or untouched.
+        """
+        watch = [keys.job(job_id)] + [keys.node_alloc(n) for n in nodes]
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return None
+            job = Job.from_redis(raw)
+            if job.state is not JobState.PENDING:
+                return None
+            if any(pipe.exists(keys.node_alloc(n)) for n in nodes):
+                return None
+            job.state = JobState.RUNNING
+            job.reason = "None"
+            job.nodes = list(nodes)
+            job.attempts += 1
+            job.started_at = time.time()
+            job.ended_at = None
+            job.exit_code = None
+            job.signal = None
+            job.failed_node = None
+            pipe.multi()
+            for n in nodes:
+                pipe.set(keys.node_alloc(n), job.id)
+            pipe.hset(keys.job(job.id), mapping=job.to_redis())
+            pipe.srem(keys.JOBS_PENDING, job.id)
+            pipe.sadd(keys.JOBS_ACTIVE, job.id)
+            dispatch(pipe, job)
+            return job
+
+        return self._atomic(watch, body)
+
+    def report(self, job_id: int, attempt: int, node: str, result: NodeResult) -> Outcome | None:
+        """A node's ranks are gone: record their result, end the job if that decides it, and
+        release the node (and any peers already done) once the job is over."""
+        results_key = keys.job_results(job_id, attempt)
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return None
+            job = Job.from_redis(raw)
+            pipe.watch(results_key, *[keys.node_alloc(n) for n in job.nodes])
+            results = {
+                _text(k): NodeResult.from_dict(json.loads(v))
+                for k, v in pipe.hgetall(results_key).items()
+            }
+            results[node] = result
+            current = attempt == job.attempts
+            outcome = after_report(job, results, node) if current else None
+            if current:
+                ended = outcome is not None or job.state.terminal
+                candidates = list(results) if ended else []
+            else:
+                # A stale attempt frees its node unless the current attempt holds it again.
+                reused = job.state is JobState.RUNNING and node in job.nodes
+                candidates = [] if reused else [node]
+            releasable = [
+                n for n in candidates if _text(pipe.get(keys.node_alloc(n))) == str(job_id)
+            ]
+            pipe.multi()
+            pipe.hset(results_key, node, json.dumps(result.to_dict()))
+            if outcome is not None:
+                self._write_transition(
+                    pipe,
+                    job,
+                    outcome.state,
+                    "None" if outcome.state is JobState.COMPLETED else "NonZeroExitCode",
+                    {
+                        "exit_code": outcome.exit_code,
+                        "signal": outcome.signal,
+                        "failed_node": outcome.failed_node,
+                    },
+                )
+            for n in releasable:
+                pipe.delete(keys.node_alloc(n))
+            if releasable:
+                pipe.rpush(keys.EVENTS, f"freed {','.join(releasable)}")
+            return outcome
+
+        return self._atomic([keys.job(job_id)], body)
+
+    def release_node(self, node: str) -> int | None:
+        """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
+        held = self.r.getdel(keys.node_alloc(node))
+        if held is not None:
+            self.wake(f"freed {node}")
+        return int(held) if held is not None else None
+
+    def job_results(self, job_id: int, attempt: int) -> dict[str, NodeResult]:
+        raw = self.r.hgetall(keys.job_results(job_id, attempt))
+        return {_text(k): NodeResult.from_dict(json.loads(v)) for k, v in raw.items()}
+
+    def prune_history(self) -> None:
+        """Forget the oldest ended jobs beyond ENDED_HISTORY."""
+        extra = self.r.zcard(keys.JOBS_ENDED) - ENDED_HISTORY
+        if extra <= 0:
+            return
+        old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
+        with self.r.pipeline() as pipe:
+            for job_id in old:
+                pipe.delete(keys.job(job_id))
+            pipe.zrem(keys.JOBS_ENDED, *old)
+            pipe.execute()
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def register_node(self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float) -> None:
+        now = time.time()
+        with self.r.pipeline() as pipe:
+            pipe.sadd(keys.NODES, name)
+            pipe.hset(
+                keys.node(name),
+                mapping={
+                    "name": name,
+                    "addr": addr,
+                    "cpus": cpus,
+                    "memory_bytes": memory_bytes,
+                    "registered_at": now,
+                    "last_heartbeat": now,
+                },
+            )
+            pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
+            pipe.rpush(keys.EVENTS, f"node {name}")
+            pipe.execute()
+
+    def heartbeat(self, name: str, ttl: float) -> None:
+        now = time.time()
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
+            pipe.hset(keys.node(name), "last_heartbeat", now)
+            pipe.execute()
+
+    def node_statuses(self) -> list[NodeStatus]:
+        names = sorted(_text(n) for n in self.r.smembers(keys.NODES))
+        with self.r.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(keys.node(name))
+                pipe.exists(keys.node_alive(name))
+                pipe.get(keys.node_alloc(name))
+                pipe.get(keys.node_drain(name))
+            raw = pipe.execute()
+        out = []
+        for i, name in enumerate(names):
+            info, alive, alloc, drain = raw[4 * i : 4 * i + 4]
+            info = {_text(k): _text(v) for k, v in info.items()}
+            out.append(
+                NodeStatus(
+                    name=name,
+                    addr=info.get("addr", name),
+                    alive=bool(alive),
+                    job=int(alloc) if alloc is not None else None,
+                    drain_reason=_text(drain),
+                    cpus=int(info.get("cpus") or 0),
+                    memory_bytes=int(info.get("memory_bytes") or 0),
+                    last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+                )
+            )
+        return sorted(out, key=lambda n: node_sort_key(n.name))
+
+    def schedulable_count(self) -> int:
+        return sum(1 for n in self.node_statuses() if n.schedulable)
+
+
+def node_sort_key(name: str) -> tuple:
+    """master-node first, then workers in numeric order (worker-node-2 before worker-node-10)."""
+    import re
+
+    parts = re.split(r"(\d+)", name)
+    return (0 if name.startswith("master") else 1, [int(p) if p.isdigit() else p for p in parts])

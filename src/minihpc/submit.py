@@ -1,0 +1,97 @@
+"""Submitting a job: validate, copy the script into the spool, record it as PENDING."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+
+from . import keys
+from .errors import UsageError
+from .models import Job, Priority
+from .store import Store
+
+
+@dataclass
+class Request:
+    script: str
+    args: list[str] = field(default_factory=list)
+    nodes: int = 1
+    tasks_per_node: int = 1
+    priority: Priority = Priority.NORMAL
+    time_limit: float | None = None
+    name: str | None = None
+    dependency: list[int] = field(default_factory=list)
+    workdir: str = ""
+    user: str = ""
+
+
+def read_script(path: str) -> str:
+    """The script's text, or a UsageError that says what is wrong with the path."""
+    if not os.path.exists(path):
+        raise UsageError(f"script {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise UsageError(f"script {path!r} is not a file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except PermissionError:
+        raise UsageError(f"script {path!r} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"script {path!r} is not a text file") from None
+
+
+def validate(request: Request, capacity: int) -> None:
+    if request.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {request.nodes}")
+    if request.tasks_per_node < 1:
+        raise UsageError(f"--ntasks-per-node must be at least 1, got {request.tasks_per_node}")
+    if request.nodes > capacity:
+        raise UsageError(
+            f"job needs {request.nodes} node{'s' if request.nodes != 1 else ''}; "
+            f"the cluster has {capacity}"
+        )
+
+
+def submit(store: Store, request: Request) -> Job:
+    """Record the job; the script is copied now, so later edits do not change it."""
+    source = os.path.abspath(request.script)
+    text = read_script(source)
+    cluster = store.cluster_info()
+    validate(request, int(store.r.scard(keys.NODES)))
+    if request.dependency:
+        states = store.job_states(request.dependency)
+        missing = [d for d, s in states.items() if s is None]
+        if missing:
+            raise UsageError(
+                f"dependency afterok:{missing[0]} names job {missing[0]}, which does not exist"
+            )
+    job_id = store.next_job_id()
+    spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
+    os.makedirs(spool, exist_ok=True)
+    copy = os.path.join(spool, os.path.basename(source))
+    data = text.encode("utf-8")
+    with open(copy, "wb") as fh:
+        fh.write(data)
+    shutil.copymode(source, copy)
+    job = Job(
+        id=job_id,
+        name=request.name or os.path.basename(source),
+        user=request.user or getpass.getuser(),
+        script=copy,
+        script_source=source,
+        script_sha256=hashlib.sha256(data).hexdigest(),
+        args=list(request.args),
+        nodes_requested=request.nodes,
+        tasks_per_node=request.tasks_per_node,
+        priority=request.priority,
+        time_limit=request.time_limit,
+        dependency=list(request.dependency),
+        workdir=request.workdir or os.getcwd(),
+        submitted_at=time.time(),
+    )
+    store.add_job(job)
+    return job

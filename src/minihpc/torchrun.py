@@ -1,0 +1,52 @@
+"""torchrun, reporting what really happened: ``python -m minihpc.torchrun TORCHRUN-ARGS``.
+
+It is torchrun itself (``torch.distributed.run``), except that when ranks fail it writes the
+first failure's real exit code and signal (torchrun alone exits 1 whatever the rank did) to
+the JSON file named by MINIHPC_RESULT_FILE, and exits with that code (128+N for signal N).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .outcome import from_returncode, signal_name
+
+
+def _write(path: str | None, result: dict) -> None:
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    result_file = os.environ.pop("MINIHPC_RESULT_FILE", None)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    args = parse_args(argv)
+    try:
+        run(args)
+        result = {"exit_code": 0, "signal": None, "rank": None}
+    except ChildFailedError as exc:
+        rank, failure = min(exc.failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
+        code, sig = from_returncode(failure.exitcode)
+        print(exc.format_msg(), file=sys.stderr)
+        result = {"exit_code": code, "signal": sig, "rank": rank}
+    except SignalException as exc:
+        number = int(exc.sigval)
+        result = {"exit_code": 128 + number, "signal": signal_name(number), "rank": None}
+    _write(result_file, result)
+    return result["exit_code"]
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
