@@ -6,8 +6,9 @@ The policy is strict priority with *conservative backfill*: jobs are taken in pr
 nodes are free, given the running jobs' time limits and the start times already promised to
 every job ahead of it; it starts only if that time is now. A lower-priority job can therefore
 take idle nodes only when it ends (by its time limit) before any job ahead of it could have
-used them. A job with no time limit is assumed to run forever, and once a job ahead cannot be
-given any start time at all, nothing behind it may start.
+used them. A job with no time limit is assumed to run forever; a job ahead that cannot be promised any
+start time (it waits on such jobs) holds its node count from now on, so jobs behind it get
+only nodes it could never need.
 """
 
 from __future__ import annotations
@@ -114,7 +115,6 @@ def plan(
         if n.alive and n.drain_reason is None and n.job is not None
     ]
     profile = Profile(now, len(idle), busy_until)
-    blocked_forever = False
     someone_ahead_waits = False
 
     for job in sorted(pending, key=queue_order_key):
@@ -128,9 +128,6 @@ def plan(
         if job.nodes_requested > capacity:
             result.reasons[job.id] = "ReqNodeNotAvail"
             continue
-        if blocked_forever:
-            result.reasons[job.id] = "Priority"
-            continue
         duration = job.time_limit if job.time_limit is not None else INF
         start = profile.earliest(job.nodes_requested, duration)
         if start is not None and start <= now and len(idle) >= job.nodes_requested:
@@ -141,7 +138,9 @@ def plan(
         result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
         someone_ahead_waits = True
         if start is None:
-            blocked_forever = True
+            # No start can be promised (it waits on jobs without time limits): hold its
+            # nodes from now on, so that only nodes it could never need go to others.
+            profile.reserve(now, job.nodes_requested, INF)
         else:
             profile.reserve(start, job.nodes_requested, duration)
     return result

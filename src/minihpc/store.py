@@ -29,15 +29,13 @@ def connect(url: str) -> redis.Redis:
     client = redis.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
     try:
         client.ping()
-    except redis.AuthenticationError as exc:
-        raise ClusterUnavailable(f"Redis at {redact(url)} refused the password: {exc}") from None
-    except redis.ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        if "@" not in url:
             raise ClusterUnavailable(
                 f"Redis at {redact(url)} needs a password: put it in MINIHPC_REDIS_URL "
                 "(redis://:PASSWORD@host:port/db)"
             ) from None
-        raise
+        raise ClusterUnavailable(f"Redis at {redact(url)} refused the password ({_short(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ClusterUnavailable(
             f"cannot reach Redis at {redact(url)} ({_short(exc)}); start a cluster with "

@@ -1,0 +1,82 @@
+"""A real local cluster for the integration suite: redis-server, the master, and three node
+agents (master-node, worker-node-1, worker-node-2) as processes, driven through the CLI."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port, wait_until
+
+JOBS = Path(__file__).parent / "jobs"
+
+pytestmark = pytest.mark.integration
+
+
+class Cluster:
+    def __init__(self, state_dir: Path, port: int):
+        self.state_dir = state_dir
+        self.port = port
+        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir))
+        self.env.pop("MINIHPC_REDIS_URL", None)
+
+    def cli(self, *args, check=True, timeout=120, env=None):
+        proc = subprocess.run(
+            [sys.executable, "-m", "minihpc.cli", *map(str, args)],
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"minihpc {' '.join(map(str, args))} exited {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
+        return proc
+
+    def submit(self, *args) -> int:
+        return int(self.cli("submit", "--parsable", *args).stdout.strip())
+
+    def show(self, job_id) -> dict:
+        return json.loads(self.cli("show", job_id, "--json").stdout)
+
+    def nodes(self) -> list[dict]:
+        return json.loads(self.cli("nodes", "--json").stdout)
+
+    def wait(self, job_id, timeout=90) -> dict:
+        self.cli("wait", job_id, "--timeout", timeout, check=False, timeout=timeout + 30)
+        return self.show(job_id)
+
+    def queue(self) -> list[dict]:
+        return json.loads(self.cli("queue", "--json").stdout)
+
+    def idle(self) -> bool:
+        return not self.queue() and all(n["state"] == "idle" for n in self.nodes())
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed (make test installs it via .ci/run)")
+    state = tmp_path_factory.mktemp("cluster")
+    c = Cluster(state, free_port())
+    out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state)
+    assert "MINIHPC_REDIS_URL=redis://:" in out.stdout
+    yield c
+    c.cli("down", "--state-dir", state, check=False)
+
+
+@pytest.fixture
+def idle_cluster(cluster):
+    """The cluster with nothing queued or running, before and after the test."""
+    wait_until(cluster.idle, timeout=30, message="an idle cluster")
+    yield cluster
+    leftover = [j["id"] for j in cluster.queue()]
+    if leftover:
+        cluster.cli("cancel", *leftover, check=False)
+    wait_until(cluster.idle, timeout=30, message="the cluster to drain after the test")

@@ -1,0 +1,106 @@
+"""The store's atomic steps against a real redis-server, with no agents: reservations of
+several nodes are all-or-nothing, and nodes are released only when the job is over."""
+
+import subprocess
+import threading
+import time
+
+import pytest
+import redis
+
+from minihpc import keys
+from minihpc.models import Job, JobState
+from minihpc.outcome import NodeResult
+from minihpc.store import Store
+from tests.conftest import free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), timeout=10, message="redis-server")
+    yield Store(client)
+    proc.terminate()
+    proc.wait()
+
+
+def _pings(client):
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False
+
+
+def _add(store, job_id, nodes=2):
+    store.add_job(Job(job_id, f"j{job_id}", "u", "s", "s", "x", nodes_requested=nodes, submitted_at=time.time()))
+
+
+def test_competing_reservations_for_overlapping_nodes_never_split(store):
+    for n in range(200):
+        store.r.flushdb()
+        _add(store, 1)
+        _add(store, 2)
+        results = {}
+        barrier = threading.Barrier(2)
+
+        def go(job_id, nodes):
+            barrier.wait()
+            results[job_id] = store.start(job_id, nodes, lambda pipe, job: None)
+
+        threads = [
+            threading.Thread(target=go, args=(1, ["a", "b"])),
+            threading.Thread(target=go, args=(2, ["b", "c"])),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [j for j, r in results.items() if r is not None]
+        assert len(winners) == 1, results
+        winner = winners[0]
+        loser = 2 if winner == 1 else 1
+        held = {n: store.r.get(keys.node_alloc(n)) for n in "abc"}
+        expected_nodes = ["a", "b"] if winner == 1 else ["b", "c"]
+        assert {n for n, v in held.items() if v is not None} == set(expected_nodes)
+        assert store.get_job(loser).state is JobState.PENDING
+        assert store.get_job(winner).state is JobState.RUNNING
+
+
+def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
+    _add(store, 1, nodes=2)
+    job = store.start(1, ["a", "b"], lambda pipe, job: None)
+    assert store.report(1, job.attempts, "a", NodeResult(0)) is None
+    assert store.r.get(keys.node_alloc("a")) == b"1"  # a finished but the job has not
+    outcome = store.report(1, job.attempts, "b", NodeResult(0))
+    assert outcome.state is JobState.COMPLETED
+    assert store.r.get(keys.node_alloc("a")) is None and store.r.get(keys.node_alloc("b")) is None
+    assert store.r.sismember(keys.JOBS_ACTIVE, 1) == 0
+    assert store.r.zscore(keys.JOBS_ENDED, 1) is not None
+
+
+def test_a_failure_ends_the_job_and_later_reports_only_release(store):
+    _add(store, 1, nodes=2)
+    job = store.start(1, ["a", "b"], lambda pipe, job: None)
+    outcome = store.report(1, job.attempts, "b", NodeResult(134, "SIGABRT"))
+    assert (outcome.state, outcome.exit_code, outcome.signal) == (JobState.FAILED, 134, "SIGABRT")
+    assert store.r.get(keys.node_alloc("b")) is None
+    assert store.r.get(keys.node_alloc("a")) == b"1"  # its ranks are still being torn down
+    assert store.report(1, job.attempts, "a", NodeResult(143, "SIGTERM")) is None
+    assert store.r.get(keys.node_alloc("a")) is None
+    final = store.get_job(1)
+    assert (final.state, final.exit_code, final.failed_node) == (JobState.FAILED, 134, "b")
+
+
+def test_ended_jobs_refuse_new_states(store):
+    _add(store, 1, nodes=1)
+    assert store.transition(1, JobState.CANCELLED, "by test")
+    assert not store.transition(1, JobState.RUNNING, "x")
+    assert store.start(1, ["a"], lambda pipe, job: None) is None
+    assert store.get_job(1).state is JobState.CANCELLED

@@ -1,0 +1,70 @@
+import pytest
+
+from minihpc.models import Job, JobState, NodeState, NodeStatus, Priority, can_transition
+
+
+def test_codes_are_slurms():
+    assert [s.code for s in JobState] == ["PD", "R", "CD", "F", "CA", "TO", "NF"]
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (JobState.PENDING, JobState.RUNNING),
+        (JobState.PENDING, JobState.CANCELLED),
+        (JobState.RUNNING, JobState.COMPLETED),
+        (JobState.RUNNING, JobState.FAILED),
+        (JobState.RUNNING, JobState.TIMEOUT),
+        (JobState.RUNNING, JobState.NODE_FAIL),
+        (JobState.RUNNING, JobState.CANCELLED),
+        (JobState.NODE_FAIL, JobState.PENDING),
+    ],
+)
+def test_allowed_transitions(a, b):
+    assert can_transition(a, b)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (JobState.PENDING, JobState.COMPLETED),
+        (JobState.COMPLETED, JobState.RUNNING),
+        (JobState.CANCELLED, JobState.RUNNING),
+        (JobState.FAILED, JobState.COMPLETED),
+        (JobState.TIMEOUT, JobState.CANCELLED),
+        (JobState.COMPLETED, JobState.CANCELLED),
+    ],
+)
+def test_ended_jobs_cannot_change(a, b):
+    assert not can_transition(a, b)
+
+
+def test_job_round_trips_through_redis_hash():
+    job = Job(
+        id=7,
+        name="train",
+        user="ada",
+        script="/spool/job-7/t.py",
+        script_source="/home/ada/t.py",
+        script_sha256="ab" * 32,
+        args=["--lr", "0.1"],
+        nodes_requested=3,
+        priority=Priority.HIGH,
+        time_limit=90.0,
+        dependency=[5, 6],
+        state=JobState.FAILED,
+        exit_code=137,
+        signal="SIGKILL",
+        nodes=["master-node", "worker-node-1"],
+        submitted_at=1.5,
+        started_at=2.5,
+    )
+    raw = {k.encode(): v.encode() for k, v in job.to_redis().items()}
+    assert Job.from_redis(raw) == job
+
+
+def test_node_state_precedence():
+    assert NodeStatus("n", "a", alive=False, job=3).state is NodeState.DOWN
+    assert NodeStatus("n", "a", alive=True, job=3, drain_reason="x").state is NodeState.ALLOC
+    assert NodeStatus("n", "a", alive=True, drain_reason="x").state is NodeState.DRAIN
+    assert NodeStatus("n", "a", alive=True).state is NodeState.IDLE

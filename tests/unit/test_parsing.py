@@ -1,0 +1,84 @@
+import pytest
+
+from minihpc.errors import UsageError
+from minihpc.parsing import (
+    compress_hostlist,
+    format_duration,
+    header_options,
+    parse_dependency,
+    parse_time_limit,
+)
+
+
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("90", 5400),
+        ("1:30", 90),
+        ("01:00:05", 3605),
+        ("2-0", 2 * 86400),
+        ("1-02:03", 86400 + 2 * 3600 + 3 * 60),
+        ("1-02:03:04", 86400 + 7384),
+        ("45s", 45),
+        ("2.5m", 150),
+        ("1h", 3600),
+    ],
+)
+def test_time_limits_in_slurm_formats(text, seconds):
+    assert parse_time_limit(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["UNLIMITED", "infinite"])
+def test_unlimited_time_limit_is_none(text):
+    assert parse_time_limit(text) is None
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1:xx", "1:2:3:4", "-5", "0", "1-", "5q", "0:00"])
+def test_malformed_time_limit_names_the_value_and_the_forms(text):
+    with pytest.raises(UsageError) as exc:
+        parse_time_limit(text)
+    assert repr(text) in str(exc.value)
+    assert "HH:MM:SS" in str(exc.value)
+
+
+def test_duration_formatting_matches_squeue():
+    assert format_duration(5) == "0:05"
+    assert format_duration(3605) == "1:00:05"
+    assert format_duration(86400 + 61) == "1-00:01:01"
+    assert format_duration(None) == "UNLIMITED"
+
+
+def test_dependency_lists():
+    assert parse_dependency("afterok:3") == [3]
+    assert parse_dependency("afterok:3:4,afterok:7") == [3, 4, 7]
+
+
+@pytest.mark.parametrize("text", ["afterany:3", "afterok", "afterok:", "afterok:x", "afterok:0", ","])
+def test_bad_dependency(text):
+    with pytest.raises(UsageError):
+        parse_dependency(text)
+
+
+def test_header_lines_are_read_until_the_first_code_line():
+    script = "\n".join(
+        [
+            "#!/usr/bin/env python",
+            "#MINIHPC --nodes 2",
+            "#SBATCH -t 5  # five minutes",
+            "# a comment",
+            "",
+            "#MINIHPC --priority high",
+            "import os",
+            "#MINIHPC --job-name ignored",
+        ]
+    )
+    assert header_options(script) == ["--nodes", "2", "-t", "5", "--priority", "high"]
+
+
+def test_hostlist_compression():
+    assert compress_hostlist(["master-node", "worker-node-1", "worker-node-2"]) == (
+        "master-node,worker-node-[1-2]"
+    )
+    assert compress_hostlist(["n1", "n3", "n4", "n5"]) == "n[1,3-5]"
+    assert compress_hostlist(["n7"]) == "n7"
+    assert compress_hostlist([]) == ""
