@@ -378,7 +378,7 @@ def cmd_up(args, settings: Settings) -> int:
         raise UsageError(
             "'minihpc up' without --local starts nothing; use 'make up' for the Compose cluster"
         )
-    url = local.up(Path(args.state_dir), args.workers, args.port)
+    url = local.up(Path(args.state_dir), args.workers, args.port, log=lambda m: print(m, file=sys.stderr))
     print(f"export MINIHPC_REDIS_URL={url}")
     return 0
 
@@ -504,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (| head); stay quiet like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Create or refresh .venv from a wheelhouse built once per machine.
+#
+# The wheelhouse (default ~/.cache/minihpc/wheelhouse, or $MINIHPC_WHEELHOUSE) holds every
+# pinned wheel of requirements.txt + constraints.txt; it is downloaded from PyPI the first time
+# and reused after that (by this script and by the Docker image build), so a second run works
+# offline. The venv is rebuilt only when the requirements, constraints or pyproject change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+WHEELHOUSE=${MINIHPC_WHEELHOUSE:-$HOME/.cache/minihpc/wheelhouse}
+stamp_of() { cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16; }
+STAMP=$(stamp_of)
+
+if [ -f "$VENV/.minihpc-stamp" ] && [ "$(cat "$VENV/.minihpc-stamp")" = "$STAMP" ]; then
+    exit 0
+fi
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "minihpc needs Python 3.11 or newer; $PYTHON is $("$PYTHON" -V 2>&1)" >&2
+    exit 1
+fi
+
+mkdir -p "$WHEELHOUSE"
+if [ "$(cat "$WHEELHOUSE/.minihpc-stamp" 2>/dev/null)" != "$STAMP" ]; then
+    echo "==> filling the wheelhouse $WHEELHOUSE (once per machine; torch is large)"
+    "$PYTHON" -m pip download --quiet --dest "$WHEELHOUSE" -r requirements.txt -c constraints.txt
+    echo "$STAMP" > "$WHEELHOUSE/.minihpc-stamp"
+fi
+
+echo "==> creating $VENV from the wheelhouse"
+rm -rf "$VENV"
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELHOUSE" -r requirements.txt -c constraints.txt
+"$VENV/bin/pip" install --quiet --no-index --no-deps --no-build-isolation -e .
+echo "$STAMP" > "$VENV/.minihpc-stamp"
+echo "==> $VENV ready: $("$VENV/bin/python" -c 'import torch, rq, redis; print(f"torch {torch.__version__}, rq {rq.__version__}, redis-py {redis.__version__}")')"
