@@ -178,3 +178,16 @@ def test_script_is_spooled_at_submit_and_header_options_apply(idle_cluster, tmp_
     logs = idle_cluster.cli("logs", job_id).stdout
     assert logs.count("original version") == 2 and "edited" not in logs
     idle_cluster.wait(blocker)
+
+
+def test_logs_follow_streams_until_the_job_ends(idle_cluster, tmp_path):
+    script = tmp_path / "talk.py"
+    script.write_text(
+        "import time\nfor i in range(5):\n    print(f'line {i}', flush=True)\n    time.sleep(0.3)\n"
+    )
+    job_id = idle_cluster.submit("-N", 2, script)
+    out = idle_cluster.cli("logs", job_id, "--follow", timeout=60).stdout
+    assert idle_cluster.show(job_id)["state"] == "COMPLETED"
+    for node in ("master-node", "worker-node-1", "worker-node-2"):
+        if node in idle_cluster.show(job_id)["nodes"]:
+            assert [f"{node}: line {i}" in out for i in range(5)] == [True] * 5
