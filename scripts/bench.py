@@ -28,19 +28,12 @@ from rq.serializers import JSONSerializer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from minihpc import local  # noqa: E402
+from minihpc.launch import free_port  # noqa: E402
 from minihpc.models import JobState  # noqa: E402
 from minihpc.store import Store  # noqa: E402
 from minihpc.submit import Request, submit  # noqa: E402
 
 PROBE = str(ROOT / "scripts" / "bench_probe.py")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:

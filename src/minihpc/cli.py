@@ -112,6 +112,7 @@ def cmd_submit(args, settings: Settings) -> int:
     nodes = _merge(args, header, "nodes", 1)
     request = Request(
         script=args.script,
+        text=text,
         args=list(args.script_args),
         nodes=int(nodes),
         tasks_per_node=int(_merge(args, header, "ntasks_per_node", 1)),
@@ -211,21 +212,17 @@ def cmd_cancel(args, settings: Settings) -> int:
     for text in args.job_ids:
         try:
             job_id = _job_id(text)
-            job = store.get_job(job_id)
+            cancelled = store.transition(
+                job_id,
+                JobState.CANCELLED,
+                f"cancelled by {os.environ.get('USER', 'user')}",
+                only_from=[JobState.PENDING, JobState.RUNNING],
+            )
         except MinihpcError as exc:
             print(f"minihpc cancel: error: {exc}", file=sys.stderr)
             failures += 1
             continue
-        if job.state.terminal:
-            print(f"minihpc cancel: error: job {job_id} already ended ({job.state.value})", file=sys.stderr)
-            failures += 1
-            continue
-        if store.transition(
-            job_id,
-            JobState.CANCELLED,
-            f"cancelled by {os.environ.get('USER', 'user')}",
-            only_from=[JobState.PENDING, JobState.RUNNING],
-        ):
+        if cancelled:
             print(f"Cancelled job {job_id}")
         else:
             job = store.get_job(job_id)

@@ -109,11 +109,7 @@ def plan(
     idle = [n.name for n in nodes if n.state is NodeState.IDLE]
     capacity = sum(1 for n in nodes if n.schedulable)
     ends = {job.id: expected_end(job, now) for job in running}
-    busy_until = [
-        ends.get(n.job, now) if n.job is not None else INF
-        for n in nodes
-        if n.alive and n.drain_reason is None and n.job is not None
-    ]
+    busy_until = [ends.get(n.job, now) for n in nodes if n.schedulable and n.job is not None]
     profile = Profile(now, len(idle), busy_until)
     someone_ahead_waits = False
 

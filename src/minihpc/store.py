@@ -7,6 +7,7 @@ function, MULTI/EXEC): any process may be killed at any point and the state stay
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 
@@ -381,7 +382,5 @@ class Store:
 
 def node_sort_key(name: str) -> tuple:
     """master-node first, then workers in numeric order (worker-node-2 before worker-node-10)."""
-    import re
-
     parts = re.split(r"(\d+)", name)
     return (0 if name.startswith("master") else 1, [int(p) if p.isdigit() else p for p in parts])

@@ -27,6 +27,7 @@ class Request:
     dependency: list[int] = field(default_factory=list)
     workdir: str = ""
     user: str = ""
+    text: str | None = None  # the script as already read; spooled exactly as parsed
 
 
 def read_script(path: str) -> str:
@@ -59,7 +60,7 @@ def validate(request: Request, capacity: int) -> None:
 def submit(store: Store, request: Request) -> Job:
     """Record the job; the script is copied now, so later edits do not change it."""
     source = os.path.abspath(request.script)
-    text = read_script(source)
+    text = request.text if request.text is not None else read_script(source)
     cluster = store.cluster_info()
     validate(request, int(store.r.scard(keys.NODES)))
     if request.dependency:

@@ -1,6 +1,6 @@
 """Bad input: one clear line on stderr, a non-zero exit, and nothing changed."""
 
-import os
+import json
 import signal
 import subprocess
 import sys
@@ -24,7 +24,7 @@ def _one_line_error(proc, *fragments):
 
 
 def _job_count(cluster):
-    return len(cluster.queue()) + len(__import__("json").loads(cluster.cli("history", "--json").stdout))
+    return len(cluster.queue()) + len(json.loads(cluster.cli("history", "--json").stdout))
 
 
 @pytest.mark.parametrize(
