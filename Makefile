@@ -5,11 +5,18 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 MINIHPC := $(VENV)/bin/minihpc
-WORKERS ?= 2
 NODES ?= 1
 PRIORITY ?= normal
+WORKERS ?= 2
 # The local cluster's Redis port; `minihpc up --local` refuses a port in use.
 LOCAL_PORT ?= 6379
+
+# Compose v2 (`docker compose`) or v1 (`docker-compose`), whichever is installed.
+COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
+	elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
+# A command in the master-node container; a TTY only when we have one (not in CI or pipes).
+IN_MASTER = tty=$$([ -t 0 ] && [ -t 1 ] || echo -T); $(COMPOSE) exec $$tty master-node
+NEED_COMPOSE = @if [ -z "$(COMPOSE)" ]; then echo "make: neither 'docker compose' nor 'docker-compose' is installed" >&2; exit 1; fi
 
 ##@ Help
 .PHONY: help
@@ -18,47 +25,111 @@ help: ## Show this help.
 
 ##@ Quick start
 .PHONY: demo
-demo: venv ## Start a local 3-node cluster, run a DDP job across it, show the result.
-	@bash scripts/demo-local.sh
+demo: venv ## Build, start the cluster, train MNIST with DDP on 3 nodes, validate, show the result.
+	$(NEED_COMPOSE)
+	@COMPOSE="$(COMPOSE)" bash scripts/demo.sh
 
-##@ Local cluster (processes on this machine)
-.PHONY: local-up local-down submit queue logs nodes history
+##@ Cluster (Docker Compose)
+.PHONY: build up down status clean
+build: ## Build every image; works without a registry (bootstraps a Debian base).
+	@bash scripts/build-images.sh
+
+up: ## Start the cluster (builds missing images, generates .env) and wait until healthy.
+	$(NEED_COMPOSE)
+	@COMPOSE="$(COMPOSE)" bash scripts/up.sh
+
+down: ## Stop the cluster; jobs, data, models and logs stay in their volumes.
+	$(NEED_COMPOSE)
+	@$(COMPOSE) down --remove-orphans
+
+status: ## Containers with their health, and the nodes as the scheduler sees them.
+	$(NEED_COMPOSE)
+	@$(COMPOSE) ps
+	@echo
+	@$(IN_MASTER) minihpc nodes
+
+clean: ## Stop the cluster and DELETE its volumes (jobs, data, models, logs); remove local build outputs.
+	@if [ -n "$(COMPOSE)" ]; then $(COMPOSE) down --volumes --remove-orphans; fi
+	rm -rf $(VENV) .pytest_cache bench/results src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+##@ Jobs
+.PHONY: submit queue logs cancel history prepare-data validate-model
+submit: ## Submit a job: make submit JOB=jobs/hello.py NODES=3 PRIORITY=high [ARGS='...']
+	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=1] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
+	@if [ ! -f "$(JOB)" ]; then echo "make submit: error: script '$(JOB)' does not exist" >&2; exit 2; fi
+	$(NEED_COMPOSE)
+	@$(COMPOSE) exec -T master-node minihpc submit -N $(NODES) --priority $(PRIORITY) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
+
+queue: ## Pending and running jobs.
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) minihpc queue
+
+logs: ## A job's output (make logs ID=3), or the cluster's container logs without ID.
+	$(NEED_COMPOSE)
+	@if [ -n "$(ID)" ]; then $(IN_MASTER) minihpc logs $(ID); else $(COMPOSE) logs --tail=50; fi
+
+cancel: ## Cancel a job: make cancel ID=3
+	@if [ -z "$(ID)" ]; then echo "usage: make cancel ID=<job id>" >&2; exit 2; fi
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) minihpc cancel $(ID)
+
+history: ## Ended jobs.
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) minihpc history
+
+prepare-data: ## Put MNIST on the data volume (scikit-learn's digits when offline).
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) python /opt/minihpc/jobs/prepare_mnist.py --root /shared/data
+
+validate-model: ## Test accuracy of a trained MNIST model: make validate-model [ID=<training job>]
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) python /opt/minihpc/jobs/validate_mnist.py --models-root /shared/models \
+		--data-root /shared/data $(if $(ID),--job $(ID))
+
+##@ Operations
+.PHONY: monitor health watch-recovery
+monitor: ## Live view of nodes, queue and running jobs (Ctrl-C ends it).
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) minihpc monitor
+
+health: ## Containers' health and every node's state and last heartbeat.
+	$(NEED_COMPOSE)
+	@$(COMPOSE) ps
+	@echo
+	@$(IN_MASTER) minihpc nodes
+
+watch-recovery: ## Print node state changes as they happen (try: docker stop minihpc_worker-node-1_1).
+	$(NEED_COMPOSE)
+	@$(IN_MASTER) minihpc nodes --watch
+
+##@ Local mode (every node a process on this machine; no Docker)
+.PHONY: local-up local-down local-demo
 local-up: venv ## Start redis, the master and WORKERS+1 node agents as local processes.
 	@$(MINIHPC) up --local --workers $(WORKERS) --port $(LOCAL_PORT)
 
 local-down: venv ## Stop the local cluster (its data stays).
 	@$(MINIHPC) down
 
-submit: venv ## Submit a job: make submit JOB=jobs/hello.py NODES=3 PRIORITY=high
-	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=1] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
-	@$(MINIHPC) submit -N $(NODES) --priority $(PRIORITY) $(JOB) $(ARGS)
-
-queue: venv ## Show pending and running jobs.
-	@$(MINIHPC) queue
-
-logs: venv ## Show a job's logs: make logs ID=3
-	@if [ -z "$(ID)" ]; then echo "usage: make logs ID=<job id>" >&2; exit 2; fi
-	@$(MINIHPC) logs $(ID)
-
-nodes: venv ## Show the nodes.
-	@$(MINIHPC) nodes
-
-history: venv ## Show ended jobs.
-	@$(MINIHPC) history
+local-demo: venv ## A local 3-node cluster running jobs/hello.py across all three nodes.
+	@bash scripts/demo-local.sh
 
 ##@ Development
-.PHONY: venv test test-unit test-integration bench lock clean
+.PHONY: venv test test-unit test-integration test-e2e bench lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/venv.sh
 
-test: venv ## Run the whole test suite (unit + integration with a real cluster).
-	@$(PY) -m pytest tests/unit tests/integration -p no:cacheprovider
+test: venv ## All tests: unit, integration (real local cluster), e2e (real containers, when Docker runs).
+	@$(PY) -m pytest tests/unit tests/integration tests/e2e -p no:cacheprovider
 
-test-unit: venv ## Run only the unit tests (no Redis needed).
+test-unit: venv ## Only the unit tests (no Redis needed).
 	@$(PY) -m pytest tests/unit -p no:cacheprovider
 
-test-integration: venv ## Run only the integration tests (real redis-server, agents, torchrun).
+test-integration: venv ## Only the integration tests (real redis-server, agents, torchrun).
 	@$(PY) -m pytest tests/integration -p no:cacheprovider
+
+test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
+	@$(PY) -m pytest tests/e2e -p no:cacheprovider
 
 bench: venv ## Benchmark the engine against raw torchrun and raw rq (bench/results/).
 	@$(PY) scripts/bench.py
@@ -67,7 +138,3 @@ lock: ## Re-pin constraints.txt from requirements.txt (needs PyPI).
 	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install --quiet -r requirements.txt && \
 	  { head -2 constraints.txt; $$d/bin/pip freeze | grep -v '^minihpc'; } > constraints.txt.new && \
 	  mv constraints.txt.new constraints.txt && rm -rf $$d && echo "constraints.txt updated"
-
-clean: ## Remove the venv, caches and benchmark results (not the wheelhouse).
-	rm -rf $(VENV) .pytest_cache bench/results src/*.egg-info
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +

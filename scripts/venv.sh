@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # Create or refresh .venv from a wheelhouse built once per machine.
 #
-# The wheelhouse (default ~/.cache/minihpc/wheelhouse, or $MINIHPC_WHEELHOUSE) holds every
-# pinned wheel of requirements.txt + constraints.txt; it is downloaded from PyPI the first time
-# and reused after that (by this script and by the Docker image build), so a second run works
-# offline. The venv is rebuilt only when the requirements, constraints or pyproject change.
+# The wheelhouse (scripts/wheelhouse.sh) is filled from PyPI once per machine and shared with
+# the image build, so a second run works offline. The venv is rebuilt only when the requirements, constraints or pyproject change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-WHEELHOUSE=${MINIHPC_WHEELHOUSE:-$HOME/.cache/minihpc/wheelhouse}
 stamp_of() { cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16; }
 STAMP=$(stamp_of)
 
@@ -23,12 +20,7 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     exit 1
 fi
 
-mkdir -p "$WHEELHOUSE"
-if [ "$(cat "$WHEELHOUSE/.minihpc-stamp" 2>/dev/null)" != "$STAMP" ]; then
-    echo "==> filling the wheelhouse $WHEELHOUSE (once per machine; torch is large)"
-    "$PYTHON" -m pip download --quiet --dest "$WHEELHOUSE" -r requirements.txt -c constraints.txt
-    echo "$STAMP" > "$WHEELHOUSE/.minihpc-stamp"
-fi
+WHEELHOUSE=$(PYTHON="$PYTHON" bash scripts/wheelhouse.sh)
 
 echo "==> creating $VENV from the wheelhouse"
 rm -rf "$VENV"

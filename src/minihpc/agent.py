@@ -15,9 +15,10 @@ import psutil
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
-from . import keys
+from . import exporter, keys
 from .config import Settings
 from .launch import run_share
+from .exporter import NodeCollector
 from .launcher import LaunchSpec
 from .store import Store, connect
 
@@ -47,10 +48,13 @@ class _Worker(SimpleWorker):
 
 
 class NodeAgent:
-    def __init__(self, settings: Settings, name: str, addr: str | None = None):
+    def __init__(
+        self, settings: Settings, name: str, addr: str | None = None, metrics_port: int | None = None
+    ):
         self.settings = settings
         self.name = name
         self.addr = addr or socket.gethostname()
+        self.metrics_port = metrics_port
         self.store = Store(connect(settings.redis_url))
         self.shutting_down = threading.Event()
         self._stopped = threading.Event()
@@ -71,15 +75,24 @@ class NodeAgent:
         if stale is not None:
             log.warning("node %s: released job %s held by a previous agent", self.name, stale)
         queue.empty()
+        metrics = ""
+        if self.metrics_port is not None:
+            collector = NodeCollector(self.name, self._current_job)
+            metrics = f"{self.addr}:{exporter.serve(self.metrics_port, collector)}"
         self.store.register_node(
             self.name,
             self.addr,
             cpus=os.cpu_count() or 1,
             memory_bytes=psutil.virtual_memory().total,
             ttl=self.settings.node_timeout,
+            metrics=metrics,
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
-        log.info("node %s: registered at %s", self.name, self.addr)
+        log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
+
+    def _current_job(self) -> int | None:
+        alloc = self.store.r.get(keys.node_alloc(self.name))
+        return int(alloc) if alloc is not None else None
 
     def queue(self) -> Queue:
         return Queue(keys.node_queue(self.name), connection=self.store.r, serializer=JSONSerializer)

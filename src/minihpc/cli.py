@@ -105,9 +105,9 @@ def _fmt_time(ts: float | None) -> str:
 
 
 def cmd_submit(args, settings: Settings) -> int:
-    from .submit import Request, read_script, submit
+    from .submit import STDIN, Request, read_script, read_stdin, submit
 
-    text = read_script(args.script)
+    text = read_stdin(sys.stdin) if args.script == STDIN else read_script(args.script)
     header = _header_parser().parse_args(header_options(text))
     nodes = _merge(args, header, "nodes", 1)
     request = Request(
@@ -120,6 +120,7 @@ def cmd_submit(args, settings: Settings) -> int:
         time_limit=parse_time_limit(_merge(args, header, "time", "UNLIMITED")),
         name=_merge(args, header, "job_name", None),
         dependency=parse_dependency(dep) if (dep := _merge(args, header, "dependency", None)) else [],
+        script_name=args.script_name,
     )
     job = submit(_store(settings), request)
     print(job.id if args.parsable else f"Submitted batch job {job.id}")
@@ -173,6 +174,47 @@ def cmd_queue(args, settings: Settings) -> int:
     except KeyboardInterrupt:
         print()
         return 130
+
+
+def _nodes_table(nodes, now: float) -> str:
+    rows = [
+        [
+            n.name,
+            n.state.value,
+            str(n.cpus),
+            human_bytes(n.memory_bytes),
+            str(n.job) if n.job is not None else "-",
+            f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never",
+        ]
+        for n in nodes
+    ]
+    return render(["NODE", "STATE", "CPUS", "MEMORY", "JOB", "LAST-HEARTBEAT"], rows)
+
+
+def cmd_monitor(args, settings: Settings) -> int:
+    store = _store(settings)
+    headers = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            now = time.time()
+            nodes = store.node_statuses()
+            jobs = _queue_jobs(store, include_ended=False)
+            up = sum(1 for n in nodes if n.alive)
+            frame = (
+                f"minihpc  {time.strftime('%H:%M:%S')}  nodes {up}/{len(nodes)} up  "
+                f"jobs {sum(j.state is JobState.RUNNING for j in jobs)} running, "
+                f"{sum(j.state is JobState.PENDING for j in jobs)} pending  (Ctrl-C to stop)\n\n"
+                f"{_nodes_table(nodes, now)}\n\n{render(headers, _queue_rows(jobs, now))}\n"
+            )
+            sys.stdout.write(("\x1b[H\x1b[2J" if tty else "\n") + frame)
+            sys.stdout.flush()
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        print()
+        return 0
 
 
 def cmd_show(args, settings: Settings) -> int:
@@ -283,8 +325,40 @@ def cmd_logs(args, settings: Settings) -> int:
         return 130
 
 
+def _watch_nodes(store: Store, interval: float) -> int:
+    from .models import node_state_changes
+
+    before: dict = {}
+    print("watching node states; Ctrl-C to stop", flush=True)
+    try:
+        while True:
+            nodes = {n.name: n for n in store.node_statuses()}
+            after = {name: n.state for name, n in nodes.items()}
+            for name, old, new in node_state_changes(before, after):
+                seen = nodes[name].last_heartbeat if name in nodes else None
+                beat = f" (last heartbeat {time.time() - seen:.1f}s ago)" if seen else ""
+                was = old.value if old else "(new)"
+                now = new.value if new else "(gone)"
+                print(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} "
+                      f"{name:<16} {was:>6} -> {now}{beat}", flush=True)
+            before = after
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
 def cmd_nodes(args, settings: Settings) -> int:
+    if args.watch:
+        return _watch_nodes(_store(settings), args.interval)
     nodes = _store(settings).node_statuses()
+    if args.check:
+        state = {n.name: n for n in nodes}.get(args.check)
+        if state is None or not state.alive:
+            why = "is not registered" if state is None else "is DOWN (no heartbeat)"
+            print(f"minihpc nodes: node {args.check} {why}", file=sys.stderr)
+            return 1
+        print(f"{args.check} {state.state.value}")
+        return 0
     if args.json:
         _print_json(
             [
@@ -302,19 +376,7 @@ def cmd_nodes(args, settings: Settings) -> int:
             ]
         )
         return 0
-    now = time.time()
-    rows = [
-        [
-            n.name,
-            n.state.value,
-            str(n.cpus),
-            human_bytes(n.memory_bytes),
-            str(n.job) if n.job is not None else "-",
-            f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never",
-        ]
-        for n in nodes
-    ]
-    print(render(["NODE", "STATE", "CPUS", "MEMORY", "JOB", "LAST-HEARTBEAT"], rows))
+    print(_nodes_table(nodes, time.time()))
     return 0
 
 
@@ -388,9 +450,17 @@ def cmd_down(args, settings: Settings) -> int:
 
 
 def cmd_master(args, settings: Settings) -> int:
+    from .config import shared_layout
     from .master import Master
 
-    master = Master(settings)
+    sd_file = None
+    if args.shared_dir:
+        # A cluster on shared volumes (the containers, or hosts with a shared mount): the master
+        # publishes the layout every node and the CLI use, and Prometheus's targets beside it.
+        store = _store(settings)
+        store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), created_at=str(time.time())))
+        sd_file = os.path.join(args.shared_dir, "prometheus", "targets.json")
+    master = Master(settings, sd_file=args.prometheus_sd_file or sd_file)
     signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
     try:
         master.run()
@@ -402,8 +472,14 @@ def cmd_master(args, settings: Settings) -> int:
 def cmd_agent(args, settings: Settings) -> int:
     from .agent import NodeAgent
 
-    NodeAgent(settings, args.name, args.addr).run()
+    NodeAgent(settings, args.name, args.addr, args.metrics_port).run()
     return 0
+
+
+def cmd_node(args, settings: Settings) -> int:
+    from .node import commands, supervise
+
+    return supervise(commands(args.name, args.master, args.shared_dir, args.metrics_port, args.addr))
 
 
 # -- wiring -------------------------------------------------------------------------------------
@@ -420,7 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="queue a job script")
     _add_job_options(p)
     p.add_argument("--parsable", action="store_true", help="print only the job id")
-    p.add_argument("script")
+    p.add_argument(
+        "--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)"
+    )
+    p.add_argument("script", help="the job script, or - to read it from standard input")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
     p.set_defaults(func=cmd_submit)
 
@@ -430,6 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     p.set_defaults(func=cmd_queue)
+
+    p = sub.add_parser("monitor", help="live view of nodes and jobs, refreshing in place")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
+    p.add_argument("--once", action="store_true", help="print one frame and exit")
+    p.set_defaults(func=cmd_monitor)
 
     p = sub.add_parser("show", help="one job in detail (like scontrol show job)")
     p.add_argument("job_id")
@@ -448,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("nodes", help="the nodes and their state (like sinfo -N)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
+    p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between looks (with --watch)")
     p.set_defaults(func=cmd_nodes)
 
     p = sub.add_parser("history", help="ended jobs (like sacct)")
@@ -473,12 +560,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_down)
 
     p = sub.add_parser("master", help="run the scheduler (a cluster daemon)")
+    p.add_argument("--shared-dir", default=None, help="publish this shared tree as the cluster's layout")
+    p.add_argument("--mode", default="compose", help="the cluster's mode as shown to users (with --shared-dir)")
+    p.add_argument("--prometheus-sd-file", default=None, help="keep Prometheus file-SD targets here")
     p.set_defaults(func=cmd_master)
 
     p = sub.add_parser("agent", help="run a node agent (a cluster daemon)")
     p.add_argument("--name", required=True, help="the node's name")
     p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
+    p.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (0: any free one)"
+    )
     p.set_defaults(func=cmd_agent)
+
+    p = sub.add_parser("node", help="run a node's daemons: its agent, and the master with --master")
+    p.add_argument("name", help="the node's name")
+    p.add_argument("--master", action="store_true", help="also run the scheduler on this node")
+    p.add_argument("--shared-dir", default=None, help="the shared tree (with --master)")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
+    p.set_defaults(func=cmd_node)
     return parser
 
 
@@ -487,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else (
-            logging.INFO if args.command in ("master", "agent") else logging.WARNING
+            logging.INFO if args.command in ("master", "agent", "node") else logging.WARNING
         ),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -52,6 +52,19 @@ def local_state_dir() -> Path:
     return Path(base) / "minihpc"
 
 
+def shared_layout(shared_dir: str | Path, mode: str) -> dict[str, str]:
+    """The cluster record for a shared tree; local mode and the containers use the same one:
+    ``jobs`` (the spool), ``logs``, ``models`` (checkpoints) and ``data``."""
+    root = Path(shared_dir)
+    return {
+        "mode": mode,
+        "spool_dir": str(root / "jobs" / "spool"),
+        "log_dir": str(root / "logs"),
+        "checkpoint_dir": str(root / "models"),
+        "data_dir": str(root / "data"),
+    }
+
+
 def local_redis_url_file(state_dir: Path | None = None) -> Path:
     return (state_dir or local_state_dir()) / "redis_url"
 

@@ -27,6 +27,7 @@ class LaunchSpec:
     source_dir: str = ""  # where the submitted script lives, so its sibling modules import
     log_path: str = ""
     checkpoint_dir: str = ""
+    data_dir: str = ""
 
     @property
     def nnodes(self) -> int:
@@ -76,6 +77,7 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
             "MINIHPC_NODE": spec.node,
             "MINIHPC_NODELIST": ",".join(spec.nodes),
             "MINIHPC_CHECKPOINT_DIR": spec.checkpoint_dir,
+            "MINIHPC_DATA_DIR": spec.data_dir,
             "SLURM_JOB_ID": str(spec.job_id),
             "SLURM_JOBID": str(spec.job_id),
             "SLURM_JOB_NAME": spec.name,

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import redis
 
+from .config import shared_layout
 from .errors import UsageError
 from .store import Store
 
@@ -101,8 +102,11 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
         raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --port")
 
     shared = state_dir / "shared"
-    for sub in ("redis", "run", "shared/spool", "shared/logs", "shared/checkpoints", "shared/data"):
+    layout = shared_layout(shared, "local")
+    for sub in ("redis", "run"):
         (state_dir / sub).mkdir(parents=True, exist_ok=True)
+    for key in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"):
+        Path(layout[key]).mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o700)
     password = secrets.token_urlsafe(24)
     url = f"redis://:{password}@127.0.0.1:{port}/0"
@@ -123,22 +127,13 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
                 raise UsageError(f"redis-server did not start; see {run_dir / 'redis.log'}") from None
             time.sleep(0.05)
     store = Store(client)
-    store.set_cluster_info(
-        {
-            "mode": "local",
-            "spool_dir": str(shared / "spool"),
-            "log_dir": str(shared / "logs"),
-            "checkpoint_dir": str(shared / "checkpoints"),
-            "data_dir": str(shared / "data"),
-            "created_at": str(time.time()),
-        }
-    )
+    store.set_cluster_info(dict(layout, created_at=str(time.time())))
     python = [sys.executable, "-m", "minihpc.cli"]
     pids["master"] = _spawn(python + ["master"], run_dir / "master.log", env)
     names = node_names(workers)
     for name in names:
         pids[name] = _spawn(
-            python + ["agent", "--name", name, "--addr", "127.0.0.1"], run_dir / f"{name}.log", env
+            python + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"], run_dir / f"{name}.log", env
         )
     (state_dir / "pids.json").write_text(json.dumps(pids))
     url_file = state_dir / "redis_url"

@@ -14,7 +14,7 @@ import time
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from . import keys, scheduler
+from . import discovery, keys, scheduler
 from .config import Settings
 from .launcher import LaunchSpec
 from .models import Job, JobState, NodeStatus
@@ -45,19 +45,27 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             script=job.script,
             args=list(job.args),
             workdir=job.workdir,
-            source_dir=os.path.dirname(job.script_source),
+            source_dir=os.path.dirname(job.script_source) if job.script_source.startswith("/") else "",
             log_path=os.path.join(log_dir, f"{name}.log"),
             checkpoint_dir=checkpoint_dir,
+            data_dir=cluster.get("data_dir", ""),
         )
         for rank, name in enumerate(job.nodes)
     ]
 
 
 class Master:
-    def __init__(self, settings: Settings):
+    """``sd_file``: where to keep Prometheus's file-SD targets (None: nowhere)."""
+
+    def __init__(self, settings: Settings, sd_file: str | None = None):
         self.settings = settings
         self.store = Store(connect(settings.redis_url))
         self.stop = threading.Event()
+        self.sd_file = sd_file
+
+    def publish_targets(self, nodes: list[NodeStatus]) -> None:
+        if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes)):
+            log.info("master: Prometheus targets now %s", ", ".join(n.name for n in nodes if n.metrics))
 
     def _dispatcher(self, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
         def dispatch(pipe, job: Job) -> None:
@@ -81,6 +89,7 @@ class Master:
         """One pass: time limits, lost nodes, then scheduling."""
         store = self.store
         nodes = store.node_statuses()
+        self.publish_targets(nodes)
         by_name = {n.name: n for n in nodes}
         running = store.running_jobs()
         for job_id in scheduler.overdue(running, now):

@@ -180,6 +180,7 @@ class NodeStatus:
     cpus: int = 0
     memory_bytes: int = 0
     last_heartbeat: float | None = None
+    metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
 
     @property
     def state(self) -> NodeState:
@@ -199,3 +200,11 @@ class NodeStatus:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def node_state_changes(
+    before: dict[str, NodeState], after: dict[str, NodeState]
+) -> list[tuple[str, NodeState | None, NodeState | None]]:
+    """(node, old, new) for every node whose state differs; None for a node not (yet) known."""
+    names = sorted(set(before) | set(after))
+    return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]

@@ -323,7 +323,9 @@ class Store:
 
     # -- nodes ------------------------------------------------------------------------
 
-    def register_node(self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float) -> None:
+    def register_node(
+        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = ""
+    ) -> None:
         now = time.time()
         with self.r.pipeline() as pipe:
             pipe.sadd(keys.NODES, name)
@@ -334,6 +336,7 @@ class Store:
                     "addr": addr,
                     "cpus": cpus,
                     "memory_bytes": memory_bytes,
+                    "metrics": metrics,
                     "registered_at": now,
                     "last_heartbeat": now,
                 },
@@ -372,6 +375,7 @@ class Store:
                     cpus=int(info.get("cpus") or 0),
                     memory_bytes=int(info.get("memory_bytes") or 0),
                     last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+                    metrics=info.get("metrics") or None,
                 )
             )
         return sorted(out, key=lambda n: node_sort_key(n.name))

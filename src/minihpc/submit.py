@@ -28,6 +28,20 @@ class Request:
     workdir: str = ""
     user: str = ""
     text: str | None = None  # the script as already read; spooled exactly as parsed
+    script_name: str | None = None  # for a script read from stdin ("-"): its file name
+
+
+STDIN = "-"
+
+
+def read_stdin(stream) -> str:
+    try:
+        text = stream.read()
+    except UnicodeDecodeError:
+        raise UsageError("the script on standard input is not a text file") from None
+    if not text.strip():
+        raise UsageError("the script on standard input is empty")
+    return text
 
 
 def read_script(path: str) -> str:
@@ -59,7 +73,9 @@ def validate(request: Request, capacity: int) -> None:
 
 def submit(store: Store, request: Request) -> Job:
     """Record the job; the script is copied now, so later edits do not change it."""
-    source = os.path.abspath(request.script)
+    from_stdin = request.script == STDIN
+    name = os.path.basename(request.script_name or "stdin") if from_stdin else None
+    source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
     text = request.text if request.text is not None else read_script(source)
     cluster = store.cluster_info()
     validate(request, int(store.r.scard(keys.NODES)))
@@ -73,14 +89,15 @@ def submit(store: Store, request: Request) -> Job:
     job_id = store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
     os.makedirs(spool, exist_ok=True)
-    copy = os.path.join(spool, os.path.basename(source))
+    copy = os.path.join(spool, name or os.path.basename(source))
     data = text.encode("utf-8")
     with open(copy, "wb") as fh:
         fh.write(data)
-    shutil.copymode(source, copy)
+    if not from_stdin:
+        shutil.copymode(source, copy)
     job = Job(
         id=job_id,
-        name=request.name or os.path.basename(source),
+        name=request.name or name or os.path.basename(source),
         user=request.user or getpass.getuser(),
         script=copy,
         script_source=source,

@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Train a small CNN on MNIST with DistributedDataParallel over gloo, one rank per node.
+
+    minihpc submit -N 3 jobs/train_mnist_distributed.py --epochs 8
+    make submit JOB=jobs/train_mnist_distributed.py NODES=3
+
+Each rank reads its own shard (DistributedSampler). Rank 0 saves a checkpoint to the job's
+directory on the shared models volume ($MINIHPC_CHECKPOINT_DIR) every --checkpoint-every steps
+and at the end; on start every rank resumes from the latest valid checkpoint, so a requeued
+job continues where it was. Rank 0 logs loss and samples/s.
+"""
+#MINIHPC --nodes 3
+#MINIHPC --time 30
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+import mnist
+from minihpc import checkpoint
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
+    p.add_argument("--log-every", type=int, default=10, help="steps between log lines")
+    p.add_argument("--data-root", default=None, help="default: $MINIHPC_DATA_DIR")
+    p.add_argument("--checkpoint-dir", default=os.environ.get("MINIHPC_CHECKPOINT_DIR") or "checkpoints")
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    torch.set_num_threads(1)  # ranks share a node's cores; oversubscription slows everyone
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)
+
+    train = mnist.dataset(mnist.data_root(args.data_root), train=True)
+    sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
+    loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+    model = DDP(mnist.Net())
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    steps_per_epoch = len(loader)
+    total_steps = steps_per_epoch * args.epochs
+
+    step = 0
+    found = checkpoint.load_latest(args.checkpoint_dir)
+    if found is not None:
+        model.module.load_state_dict(found.state["model"])
+        optimizer.load_state_dict(found.state["optimizer"])
+        step = found.state["step"]
+        if rank == 0:
+            print(f"resumed from {found.path} at step {step} of {total_steps}", flush=True)
+    elif rank == 0:
+        print(f"starting: {len(train)} images, {world} ranks, {steps_per_epoch} steps per epoch, "
+              f"{total_steps} steps", flush=True)
+
+    def save() -> None:
+        if rank == 0:
+            checkpoint.save(args.checkpoint_dir, step, {
+                "step": step,
+                "model": model.module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "world_size": world,
+                "args": vars(args),
+            })
+
+    window_start, window_samples, loss = time.perf_counter(), 0, torch.tensor(0.0)
+    while step < total_steps:
+        epoch, skip = divmod(step, steps_per_epoch)
+        sampler.set_epoch(epoch)
+        for i, (images, labels) in enumerate(loader):
+            if i < skip:  # resuming mid-epoch: the same order, so skip what was trained
+                continue
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            window_samples += len(labels) * world
+            if rank == 0 and (step % args.log_every == 0 or step == total_steps):
+                elapsed = time.perf_counter() - window_start
+                print(f"epoch {epoch + 1}/{args.epochs} step {step}/{total_steps} "
+                      f"loss {loss.item():.4f} samples/s {window_samples / elapsed:.0f}", flush=True)
+                window_start, window_samples = time.perf_counter(), 0
+            if step % args.checkpoint_every == 0:
+                save()
+            if step >= total_steps:
+                break
+    save()
+    if rank == 0:
+        print(f"done: {step} steps, final loss {loss.item():.4f}, checkpoint in {args.checkpoint_dir}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    # Skip interpreter teardown: gloo can abort a rank after a clean destroy_process_group().
+    os._exit(code)

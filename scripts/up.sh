@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make up`: start the Compose cluster and wait until every service is healthy.
+# Creates .env (generated secrets) and builds the images first when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/dotenv.sh
+env_ensure
+read -r -a compose <<< "${COMPOSE:-docker-compose}"
+setting() { local v="${!1:-}"; echo "${v:-$(env_get "$1")}"; }  # the environment wins over .env
+
+missing=()
+for var in MINIHPC_IMAGE REDIS_IMAGE PROMETHEUS_IMAGE; do
+    image=$(setting "$var")
+    docker image inspect "$image" >/dev/null 2>&1 || missing+=("$image")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "==> images not built yet (${missing[*]}); running make build first"
+    bash scripts/build-images.sh
+fi
+
+start=$(date +%s.%N)
+"${compose[@]}" up -d --remove-orphans
+timeout=${UP_TIMEOUT:-180}
+tty=0; [ -t 1 ] && tty=1
+while true; do
+    mapfile -t ids < <("${compose[@]}" ps -q)
+    report=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}} {{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${ids[@]}" | sort)
+    total=$(wc -l <<< "$report")
+    healthy=$(grep -c ' healthy$' <<< "$report" || true)
+    waiting=$(awk '$2 != "healthy" { printf "%s(%s) ", $1, $2 }' <<< "$report")
+    elapsed=$(python3 -c "import time; print(f'{time.time() - $start:.0f}')")
+    line="==> healthy $healthy/$total after ${elapsed}s ${waiting:+- waiting for $waiting}"
+    if [ "$tty" = 1 ]; then printf '\r\033[K%s' "$line"; fi
+    if [ "$healthy" = "$total" ]; then break; fi
+    if grep -qE ' (unhealthy|exited|dead)$' <<< "$report" || [ "$elapsed" -ge "$timeout" ]; then
+        [ "$tty" = 1 ] && echo
+        echo "$line" >&2
+        echo "up: the cluster did not become healthy; last lines of its logs:" >&2
+        "${compose[@]}" logs --tail=20 >&2
+        exit 1
+    fi
+    sleep 1
+done
+[ "$tty" = 1 ] && echo
+took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+echo "==> cluster healthy in ${took}s: $(awk '{printf "%s ", $1}' <<< "$report")"
+echo "    Prometheus: http://127.0.0.1:$(setting PROMETHEUS_PORT)"
+if [[ ",$(setting COMPOSE_PROFILES)," == *,grafana,* ]]; then
+    echo "    Grafana:    http://127.0.0.1:$(setting GRAFANA_PORT)  (user admin, password GRAFANA_ADMIN_PASSWORD in .env)"
+else
+    echo "    Grafana:    left out (no registry to pull it from here); Prometheus has every metric"
+fi

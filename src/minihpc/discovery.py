@@ -1,0 +1,42 @@
+"""Prometheus file-based service discovery written from the node registry.
+
+The master rewrites the targets file whenever the set of nodes changes, so Prometheus follows
+nodes as they join and leave without a restart (``file_sd_configs`` in config/prometheus.yml).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from .models import NodeStatus
+
+
+def targets(nodes: list[NodeStatus]) -> list[dict]:
+    """One file-SD group per node that runs an exporter, labelled with its node name."""
+    return [
+        {"targets": [n.metrics], "labels": {"node": n.name, "job": "minihpc-node"}}
+        for n in sorted(nodes, key=lambda n: n.name)
+        if n.metrics
+    ]
+
+
+def write_atomically(path: str, groups: list[dict]) -> bool:
+    """Write ``groups`` to ``path`` unless it already holds them; True when it changed.
+    Prometheus may read at any moment, so the file is replaced by a rename, never rewritten."""
+    text = json.dumps(groups, indent=2, sort_keys=True) + "\n"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except FileNotFoundError:
+        pass
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".targets-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return True

@@ -1,0 +1,76 @@
+"""One node's daemons as one process tree: the node agent, plus the master on the master node.
+
+This is what a container (or a systemd unit on a real host) runs. If either daemon exits, the
+other is stopped and ``minihpc node`` exits with the first one's status, so the container's
+restart policy brings the node back whole. SIGTERM and SIGINT are passed on to both.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import time
+
+log = logging.getLogger(__name__)
+
+STOP_WAIT = 20.0
+"""Seconds the daemons get to stop after a signal (the agent tears its running job down)."""
+
+
+def commands(
+    name: str,
+    master: bool,
+    shared_dir: str | None = None,
+    metrics_port: int | None = None,
+    addr: str | None = None,
+) -> list[list[str]]:
+    """The daemons of node ``name``: the master's command first when it runs here."""
+    python = [sys.executable, "-m", "minihpc.cli"]
+    out = []
+    if master:
+        out.append(python + ["master"] + (["--shared-dir", shared_dir] if shared_dir else []))
+    agent = python + ["agent", "--name", name]
+    if addr:
+        agent += ["--addr", addr]
+    if metrics_port is not None:
+        agent += ["--metrics-port", str(metrics_port)]
+    out.append(agent)
+    return out
+
+
+def supervise(argvs: list[list[str]], poll: float = 0.2) -> int:
+    procs = [subprocess.Popen(argv) for argv in argvs]
+    stopping = False
+
+    def forward(signum, _frame):
+        nonlocal stopping
+        stopping = True
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(poll)
+        first = next(p for p in procs if p.returncode is not None)
+        if not stopping:
+            log.error("node: %s exited with %s; stopping the others", " ".join(first.args[2:4]), first.returncode)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.time() + STOP_WAIT
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return 0 if stopping else (first.returncode or 1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()

@@ -1,0 +1,89 @@
+"""The Compose cluster end to end: healthy services, jobs across three containers, the MNIST
+demo job with checkpoints on the shared volume, the make targets users type, and Prometheus."""
+
+import re
+
+from tests.conftest import wait_until
+
+NODES = {"master-node", "worker-node-1", "worker-node-2"}
+
+
+def test_every_service_becomes_healthy(compose_cluster):
+    health = compose_cluster.healthy()
+    assert {"redis", "prometheus", *NODES} <= set(health)
+    assert set(health.values()) == {"healthy"}, health
+
+
+def test_make_status_shows_containers_and_idle_nodes(idle):
+    out = idle.make("status").stdout
+    for node in NODES:
+        assert re.search(rf"^{node}\s+idle\s", out, re.M), out
+    assert "minihpc-e2e_redis_1" in out or "minihpc-e2e-redis-1" in out, out
+
+
+def test_hello_runs_one_rank_in_each_of_three_containers(idle):
+    job_id = idle.submit("jobs/hello.py", nodes=3)
+    job = idle.wait(job_id, timeout=120)
+    assert job["state"] == "COMPLETED", job
+    assert set(job["nodes"]) == NODES
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    hosts = set(re.findall(r"\(host ([\w-]+),", logs))
+    assert hosts == NODES, logs  # three containers, three hostnames
+    assert logs.count("all-reduce sum 6, expected 6") == 3, logs
+
+
+def test_make_queue_and_logs_show_a_running_job(idle):
+    job_id = idle.submit("tests/e2e/jobs/sleepy.py", nodes=2, args="60")
+    wait_until(lambda: idle.show(job_id)["state"] == "RUNNING", timeout=60, interval=0.5,
+               message=f"job {job_id} running")
+    queue = idle.make("queue").stdout
+    assert re.search(rf"^\s*{job_id}\s+sleepy\.py\s+\S+\s+R\s+", queue, re.M), queue
+    wait_until(lambda: idle.make("logs", f"ID={job_id}").stdout.count("sleepy rank") == 2,
+               timeout=60, interval=1, message="both ranks' log lines")
+    assert "Cancelled job" in idle.make("cancel", f"ID={job_id}").stdout
+    assert idle.wait(job_id, timeout=60)["state"] == "CANCELLED"
+
+
+def test_make_submit_without_job_prints_usage(compose_cluster):
+    proc = compose_cluster.make("submit", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: make submit JOB=")
+
+
+def test_prometheus_scrapes_every_node(compose_cluster):
+    def scraped():
+        targets = compose_cluster.prometheus("/api/v1/targets")["data"]["activeTargets"]
+        up = {t["labels"].get("node") for t in targets if t["health"] == "up"}
+        return NODES <= up
+
+    wait_until(scraped, timeout=60, interval=1, message="Prometheus scraping all three nodes")
+    result = compose_cluster.prometheus("/api/v1/query", query="minihpc_node_cpus")["data"]["result"]
+    assert {r["metric"]["node"] for r in result} == NODES
+    assert all(float(r["value"][1]) >= 1 for r in result)
+
+
+def test_mnist_trains_across_three_containers_and_its_checkpoints_survive_down_up(idle):
+    # Last in this file: it restarts the whole cluster.
+    assert "MNIST" in idle.make("prepare-data").stdout
+    job_id = idle.submit("jobs/train_mnist_distributed.py", nodes=3, args="--epochs 4 --checkpoint-every 10")
+    job = idle.wait(job_id, timeout=600)
+    assert job["state"] == "COMPLETED", idle.make("logs", f"ID={job_id}").stdout
+    assert set(job["nodes"]) == NODES
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    assert re.search(r"step \d+/\d+ loss [\d.]+ samples/s \d+", logs), logs
+
+    def listing():
+        return sorted(idle.in_master("ls", f"/shared/models/job-{job_id}").stdout.split())
+
+    before = listing()
+    assert "LATEST" in before and sum(name.endswith(".pt") for name in before) >= 2, before
+    accuracy = float(re.search(r"test accuracy ([\d.]+)", idle.make("validate-model", f"ID={job_id}").stdout)[1])
+    assert accuracy >= 0.90
+
+    idle.make("down")
+    assert idle.docker_compose("ps", "-q").stdout.strip() == ""
+    idle.make("up", timeout=600)
+    assert listing() == before
+    assert idle.show(job_id)["state"] == "COMPLETED"  # Redis's AOF survived too
+    again = float(re.search(r"test accuracy ([\d.]+)", idle.make("validate-model", f"ID={job_id}").stdout)[1])
+    assert again == accuracy
