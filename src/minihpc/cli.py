@@ -371,6 +371,7 @@ def cmd_nodes(args, settings: Settings) -> int:
                     "job": n.job,
                     "drain_reason": n.drain_reason,
                     "last_heartbeat": n.last_heartbeat,
+                    "metrics": n.metrics,
                 }
                 for n in nodes
             ]

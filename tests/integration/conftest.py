@@ -24,10 +24,11 @@ class Cluster:
         self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir))
         self.env.pop("MINIHPC_REDIS_URL", None)
 
-    def cli(self, *args, check=True, timeout=120, env=None):
+    def cli(self, *args, check=True, timeout=120, env=None, input=None):
         proc = subprocess.run(
             [sys.executable, "-m", "minihpc.cli", *map(str, args)],
             env=env or self.env,
+            input=input,
             capture_output=True,
             text=True,
             timeout=timeout,
