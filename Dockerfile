@@ -5,6 +5,9 @@
 # `make build` passes a Debian image it bootstrapped itself (scripts/bootstrap-base.sh).
 # PIP_OPTS points pip at the local wheelhouse `make build` serves, so the same build works
 # with and without PyPI; left empty, pip installs from PyPI.
+#
+# Layer order matters: every step after a change is rebuilt and committed, which is slow on a
+# multi-GB image, so the project's own files come last, in a single COPY.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 
@@ -14,26 +17,24 @@ RUN groupadd --gid ${UID} minihpc \
     && mkdir -p /shared/jobs /shared/data /shared/models /shared/logs /shared/prometheus \
     && chown -R minihpc:minihpc /shared
 
-ENV VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH \
-    PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
 # The large layer: it changes only when requirements.txt or constraints.txt change.
 COPY requirements.txt constraints.txt /tmp/deps/
 ARG PIP_OPTS=
-RUN python3 -m venv "$VIRTUAL_ENV" \
-    && pip install --no-cache-dir --quiet $PIP_OPTS -r /tmp/deps/requirements.txt -c /tmp/deps/constraints.txt
+RUN python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --quiet --disable-pip-version-check $PIP_OPTS \
+        -r /tmp/deps/requirements.txt -c /tmp/deps/constraints.txt \
+    && printf '#!/bin/sh\nexec python3 -m minihpc.cli "$@"\n' > /opt/venv/bin/minihpc \
+    && chmod 755 /opt/venv/bin/minihpc
 
-COPY pyproject.toml README.md /opt/minihpc/
-COPY src /opt/minihpc/src
-RUN pip install --no-cache-dir --quiet --no-index --no-deps --no-build-isolation /opt/minihpc \
-    && rm -rf /opt/minihpc/src /opt/minihpc/build
-COPY jobs /opt/minihpc/jobs
-# The shipped jobs' shared module (jobs/mnist.py) imports from any submitted copy of them.
-ENV PYTHONPATH=/opt/minihpc/jobs
-
+# The package runs from its source tree; jobs/mnist.py is importable by submitted job copies.
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONPATH=/opt/minihpc/src:/opt/minihpc/jobs \
+    PYTHONUNBUFFERED=1
 USER minihpc
 WORKDIR /shared/jobs
 ENTRYPOINT ["python3", "-m", "minihpc.entrypoint"]
 CMD ["--help"]
+
+# Only what .dockerignore lets through: src/, jobs/, and the files above.
+COPY . /opt/minihpc/

@@ -34,9 +34,9 @@ demo: venv ## Build, start the cluster, train MNIST with DDP on 3 nodes, validat
 build: ## Build every image; works without a registry (bootstraps a Debian base).
 	@bash scripts/build-images.sh
 
-up: ## Start the cluster (builds missing images, generates .env) and wait until healthy.
+up: ## Start the cluster and wait until healthy (builds missing images; WORKERS=N for more workers).
 	$(NEED_COMPOSE)
-	@COMPOSE="$(COMPOSE)" bash scripts/up.sh
+	@COMPOSE="$(COMPOSE)" $(if $(filter command line,$(origin WORKERS)),WORKERS=$(WORKERS)) bash scripts/up.sh
 
 down: ## Stop the cluster; jobs, data, models and logs stay in their volumes.
 	$(NEED_COMPOSE)

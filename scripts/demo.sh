@@ -32,7 +32,9 @@ import json, sys
 j = json.load(sys.stdin)
 took = (j["ended_at"] or 0) - j["submitted_at"]
 ran = (j["ended_at"] or 0) - (j["started_at"] or j["submitted_at"])
-print(f"job {j[\"id\"]} {j[\"state\"]} in {took:.1f}s after submit ({ran:.1f}s running), ranks on {\", \".join(j[\"nodes\"])}")')
+jid, state, nodes = j["id"], j["state"], ", ".join(j["nodes"])
+print(f"job {jid} {state} {took:.1f}s after submit ({ran:.1f}s running), ranks on {nodes}")
+' 2>&1)
 echo "$summary"
 [ "$status" = 0 ] || { echo "demo: the training job did not complete; see make logs ID=$id" >&2; exit 1; }
 

@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/dotenv.sh
+source scripts/workers.sh
 env_ensure
+workers_apply "${WORKERS:-$(env_get MINIHPC_WORKERS)}"
+export COMPOSE_FILE=$(env_get COMPOSE_FILE)  # as just written, whatever the caller's environment said
 read -r -a compose <<< "${COMPOSE:-docker-compose}"
 setting() { local v="${!1:-}"; echo "${v:-$(env_get "$1")}"; }  # the environment wins over .env
 
@@ -42,6 +45,18 @@ while true; do
     sleep 1
 done
 [ "$tty" = 1 ] && echo
+# Workers scaled away: forget them once they are down, so they do not linger as DOWN nodes.
+gone=$("${compose[@]}" exec -T master-node minihpc nodes --json | python3 -c '
+import json, re, sys
+n = int(sys.argv[1])
+print(" ".join(x["name"] for x in json.load(sys.stdin)
+               if (m := re.fullmatch(r"worker-node-(\d+)", x["name"])) and int(m[1]) > n))' "$(env_get MINIHPC_WORKERS)")
+for node in $gone; do
+    for _ in $(seq 30); do
+        "${compose[@]}" exec -T master-node minihpc nodes --forget "$node" >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+done
 took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 echo "==> cluster healthy in ${took}s: $(awk '{printf "%s ", $1}' <<< "$report")"
 echo "    Prometheus: http://127.0.0.1:$(setting PROMETHEUS_PORT)"

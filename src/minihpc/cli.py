@@ -350,6 +350,16 @@ def _watch_nodes(store: Store, interval: float) -> int:
 def cmd_nodes(args, settings: Settings) -> int:
     if args.watch:
         return _watch_nodes(_store(settings), args.interval)
+    if args.forget:
+        store = _store(settings)
+        known = {n.name for n in store.node_statuses()}
+        for name in args.forget:
+            if name not in known:
+                raise UsageError(f"node {name!r} is not registered")
+            if not store.forget_node(name):
+                raise UsageError(f"node {name} is up; stop it before forgetting it")
+            print(f"forgot node {name}")
+        return 0
     nodes = _store(settings).node_statuses()
     if args.check:
         state = {n.name: n for n in nodes}.get(args.check)
@@ -535,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
     p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
+    p.add_argument("--forget", nargs="+", metavar="NODE", default=None, help="remove DOWN nodes from the registry")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between looks (with --watch)")
     p.set_defaults(func=cmd_nodes)
 

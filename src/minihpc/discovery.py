@@ -16,7 +16,7 @@ from .models import NodeStatus
 def targets(nodes: list[NodeStatus]) -> list[dict]:
     """One file-SD group per node that runs an exporter, labelled with its node name."""
     return [
-        {"targets": [n.metrics], "labels": {"node": n.name, "job": "minihpc-node"}}
+        {"targets": [n.metrics], "labels": {"node": n.name}}
         for n in sorted(nodes, key=lambda n: n.name)
         if n.metrics
     ]

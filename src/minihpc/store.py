@@ -298,6 +298,17 @@ class Store:
 
         return self._atomic([keys.job(job_id)], body)
 
+    def forget_node(self, node: str) -> bool:
+        """Remove a DOWN node from the registry (a worker scaled away); False if it is up."""
+        if self.r.exists(keys.node_alive(node)):
+            return False
+        with self.r.pipeline() as pipe:
+            pipe.srem(keys.NODES, node)
+            pipe.delete(keys.node(node), keys.node_alloc(node), keys.node_drain(node))
+            pipe.rpush(keys.EVENTS, f"node {node} forgotten")
+            pipe.execute()
+        return True
+
     def release_node(self, node: str) -> int | None:
         """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
         held = self.r.getdel(keys.node_alloc(node))

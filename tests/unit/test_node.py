@@ -44,8 +44,8 @@ def node(name, metrics=None, alive=True):
 def test_discovery_lists_nodes_with_an_exporter():
     groups = discovery.targets([node("worker-node-1", "worker-node-1:9100"), node("b"), node("a", "a:9100")])
     assert groups == [
-        {"targets": ["a:9100"], "labels": {"node": "a", "job": "minihpc-node"}},
-        {"targets": ["worker-node-1:9100"], "labels": {"node": "worker-node-1", "job": "minihpc-node"}},
+        {"targets": ["a:9100"], "labels": {"node": "a"}},
+        {"targets": ["worker-node-1:9100"], "labels": {"node": "worker-node-1"}},
     ]
 
 
