@@ -32,6 +32,15 @@ def test_hello_runs_one_rank_in_each_of_three_containers(idle):
     assert logs.count("all-reduce sum 6, expected 6") == 3, logs
 
 
+def test_benchmark_reports_every_node(idle):
+    job_id = idle.submit("jobs/benchmark.py", nodes=3, args="--matrix 128 --repeats 3 --max-mib 1")
+    assert idle.wait(job_id, timeout=120)["state"] == "COMPLETED"
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    compute = dict(re.findall(r"^\s+\d\s+([\w-]+)\s+\d+\s+([\d.]+)$", logs, re.M))
+    assert set(compute) == NODES and all(float(v) > 0 for v in compute.values()), logs
+    assert re.search(r"^\s+1048576\s+[\d.]+\s+[\d.]+\s+[\d.]+$", logs, re.M), logs
+
+
 def test_make_queue_and_logs_show_a_running_job(idle):
     job_id = idle.submit("tests/e2e/jobs/sleepy.py", nodes=2, args="60")
     wait_until(lambda: idle.show(job_id)["state"] == "RUNNING", timeout=60, interval=0.5,
@@ -60,6 +69,22 @@ def test_prometheus_scrapes_every_node(compose_cluster):
     result = compose_cluster.prometheus("/api/v1/query", query="minihpc_node_cpus")["data"]["result"]
     assert {r["metric"]["node"] for r in result} == NODES
     assert all(float(r["value"][1]) >= 1 for r in result)
+
+
+def test_every_dashboard_panel_query_returns_data(compose_cluster):
+    import json
+    from pathlib import Path
+
+    wait_until(lambda: compose_cluster.prometheus("/api/v1/query", query='up{job="minihpc-node"}')["data"]["result"],
+               timeout=60, interval=1, message="a first scrape")
+    empty = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "grafana" / "dashboards").glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                result = compose_cluster.prometheus("/api/v1/query", query=target["expr"])["data"]["result"]
+                if not result:
+                    empty.append(f"{path.name}: {panel['title']}: {target['expr']}")
+    assert not empty, empty
 
 
 def test_mnist_trains_across_three_containers_and_its_checkpoints_survive_down_up(idle):
