@@ -31,6 +31,10 @@ POLL_INTERVAL = 0.1
 """How often a node agent checks a running job for cancel, timeout or a failed peer."""
 
 
+MAX_REQUEUES = 3
+"""Times a job interrupted by node failures is requeued before it stays NODE_FAIL."""
+
+
 @dataclass(frozen=True)
 class Settings:
     redis_url: str = DEFAULT_REDIS_URL
@@ -39,6 +43,7 @@ class Settings:
     kill_wait: float = KILL_WAIT
     scheduler_interval: float = SCHEDULER_INTERVAL
     poll_interval: float = POLL_INTERVAL
+    max_requeues: int = MAX_REQUEUES
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})

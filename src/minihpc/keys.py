@@ -31,6 +31,9 @@ JOBS_ACTIVE = "minihpc:jobs:active"
 JOBS_ENDED = "minihpc:jobs:ended"
 """Sorted set: ids of ended jobs, scored by end time (history reads it newest first)."""
 
+JOBS_NODE_FAILED = "minihpc:jobs:node_failed"
+"""Set: ids of jobs that just became NODE_FAIL; the master decides whether each is requeued."""
+
 NODES = "minihpc:nodes"
 """Set: names of every node that ever registered."""
 

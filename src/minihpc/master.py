@@ -18,6 +18,7 @@ from . import discovery, keys, scheduler
 from .config import Settings
 from .launcher import LaunchSpec
 from .models import Job, JobState, NodeStatus
+from .outcome import held_failure
 from .store import Store, connect
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,14 @@ class Master:
             ):
                 log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
         running = store.running_jobs()
+        grace = self.settings.node_timeout + 2 * self.settings.heartbeat_interval
+        for job in running:
+            if job.failing_since is not None:
+                outcome = held_failure(job, store.job_results(job.id, job.attempts), now, grace)
+                if outcome is not None and store.end_held_failure(job, outcome):
+                    log.info("job %s: FAILED (exit %s on %s, every node up)", job.id, outcome.exit_code, outcome.failed_node)
+        self.requeue_node_failures()
+        running = store.running_jobs()
         pending = store.pending_jobs()
         deps = store.job_states({d for job in pending for d in job.dependency})
         plan = scheduler.plan(pending, nodes, running, deps, now)
@@ -120,6 +129,22 @@ class Master:
         current = {job.id: job.reason for job in pending}
         store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
         return plan
+
+    def requeue_node_failures(self) -> None:
+        """Every job a node failure ended goes back to the queue (front of its priority) while
+        it has requeues left; its ranks on the surviving nodes are torn down by their agents,
+        which see the attempt is no longer running."""
+        limit = self.settings.max_requeues
+        for job in self.store.node_failed_jobs():
+            if job.state is not JobState.NODE_FAIL:
+                self.store.settle_node_failure(job.id)
+            elif scheduler.should_requeue(job, limit):
+                reason = f"Requeued ({job.reason}; requeue {job.requeues + 1} of {limit})"
+                if self.store.requeue(job.id, job.attempts, reason):
+                    log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
+            else:
+                self.store.settle_node_failure(job.id)
+                log.warning("job %s: NODE_FAIL for good, %s requeues used", job.id, job.requeues)
 
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])

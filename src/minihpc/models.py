@@ -103,19 +103,22 @@ class Job:
     state: JobState = JobState.PENDING
     reason: str = "None"
     attempts: int = 0
+    requeues: int = 0  # times a node failure sent it back to the queue
     exit_code: int | None = None
     signal: str | None = None
     failed_node: str | None = None
+    first_failure: str | None = None  # the node whose ranks failed first in this attempt
+    failing_since: float | None = None  # when that failure was reported (the hold starts)
     nodes: list[str] = field(default_factory=list)
     submitted_at: float = 0.0
     started_at: float | None = None
     ended_at: float | None = None
 
     _LISTS = ("args", "dependency", "nodes")
-    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts")
+    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues")
     _OPT_INTS = ("exit_code",)
-    _OPT_FLOATS = ("time_limit", "started_at", "ended_at")
-    _OPT_STRS = ("signal", "failed_node")
+    _OPT_FLOATS = ("time_limit", "started_at", "ended_at", "failing_since")
+    _OPT_STRS = ("signal", "failed_node", "first_failure")
 
     def to_redis(self) -> dict[str, str]:
         out: dict[str, str] = {}

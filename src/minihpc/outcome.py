@@ -53,17 +53,37 @@ class Outcome:
 def after_report(job: Job, results: dict[str, NodeResult], node: str) -> Outcome | None:
     """The job's new state once ``node`` has reported (``results`` includes it), or None.
 
-    A job is COMPLETED only when every node's ranks exited 0; the first node to report a
-    non-zero exit makes it FAILED with that exit code.
+    A job is COMPLETED only when every node's ranks exited 0, and FAILED when every node has
+    reported and one failed (with the first failure's exit code). While some nodes have not
+    reported, a failure is *held* (see :func:`held_failure`): ranks also die when a peer node
+    dies, and that is the node's fault, not the job's.
     """
-    if job.state is not JobState.RUNNING:
+    if job.state is not JobState.RUNNING or len(results) < len(job.nodes):
         return None
-    mine = results[node]
-    if mine.exit_code is not None and not mine.ok:
-        return Outcome(JobState.FAILED, mine.exit_code, mine.signal, node)
-    if len(job.nodes) == len(results) and all(r.ok for r in results.values()):
+    if all(r.ok for r in results.values()):
         return Outcome(JobState.COMPLETED, 0)
-    return None
+    first = job.first_failure if job.first_failure in results else None
+    if first is None or results[first].ok:
+        first = next(n for n in sorted(results) if not results[n].ok)
+    failed = results[first]
+    return Outcome(JobState.FAILED, failed.exit_code, failed.signal, first)
+
+
+def starts_failure(job: Job, result: NodeResult) -> bool:
+    """Whether this report is the job's first failure (it starts the hold)."""
+    return job.state is JobState.RUNNING and job.first_failure is None and result.exit_code is not None and not result.ok
+
+
+def held_failure(job: Job, results: dict[str, NodeResult], now: float, grace: float) -> Outcome | None:
+    """FAILED once a failure has been held for ``grace`` seconds with every node still up
+    (the master checks for lost nodes first): the job's own fault, so its other ranks,
+    likely stuck in a collective, are torn down."""
+    if job.state is not JobState.RUNNING or job.failing_since is None or job.first_failure is None:
+        return None
+    if now - job.failing_since < grace or job.first_failure not in results:
+        return None
+    failed = results[job.first_failure]
+    return Outcome(JobState.FAILED, failed.exit_code, failed.signal, job.first_failure)
 
 
 def format_exit(exit_code: int | None, signal: str | None) -> str:

@@ -32,8 +32,14 @@ class Plan:
 
 
 def queue_order_key(job: Job) -> tuple:
-    """Priority first, then submit time, then id: the order the queue is served in."""
-    return (job.priority.rank, job.submitted_at, job.id)
+    """Priority first, then requeued jobs before new ones (a job a node failure interrupted
+    goes back to the front of its priority), then submit time, then id."""
+    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at, job.id)
+
+
+def should_requeue(job: Job, max_requeues: int) -> bool:
+    """A job its node failure ended goes back to the queue until it used up its requeues."""
+    return job.state is JobState.NODE_FAIL and job.requeues < max_requeues
 
 
 def expected_end(job: Job, now: float) -> float:

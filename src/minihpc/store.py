@@ -16,7 +16,7 @@ import redis
 from . import keys
 from .errors import ClusterUnavailable, NotFound
 from .models import Job, JobState, NodeStatus, can_transition
-from .outcome import NodeResult, Outcome, after_report
+from .outcome import NodeResult, Outcome, after_report, starts_failure
 
 ENDED_HISTORY = 10_000
 """How many ended jobs history keeps; older records are deleted."""
@@ -180,8 +180,18 @@ class Store:
                 return False
             if not can_transition(job.state, new):
                 return False
+            # Nodes whose ranks already reported are free once the job ends; the others are
+            # freed by their own report (or, for a dead node, by its agent's restart).
+            results_key = keys.job_results(job.id, job.attempts)
+            pipe.watch(results_key)
+            done = [_text(n) for n in pipe.hkeys(results_key)] if new.terminal else []
+            free = [n for n in done if _text(pipe.get(keys.node_alloc(n))) == str(job.id)]
             pipe.multi()
             self._write_transition(pipe, job, new, reason, fields)
+            for n in free:
+                pipe.delete(keys.node_alloc(n))
+            if free:
+                pipe.rpush(keys.EVENTS, f"freed {','.join(free)}")
             return True
 
         return self._atomic([keys.job(job_id)], body)
@@ -195,8 +205,60 @@ class Store:
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.srem(keys.JOBS_ACTIVE, job.id)
             pipe.zadd(keys.JOBS_ENDED, {job.id: now})
+        if new is JobState.NODE_FAIL:
+            pipe.sadd(keys.JOBS_NODE_FAILED, job.id)
         pipe.hset(keys.job(job.id), mapping=update)
         pipe.rpush(keys.EVENTS, f"{new.value} {job.id}")
+
+    def end_held_failure(self, job: Job, outcome: Outcome) -> bool:
+        """FAILED for a job whose held failure was its own (same attempt, still RUNNING)."""
+        return self.transition(
+            job.id,
+            outcome.state,
+            "NonZeroExitCode",
+            attempt=job.attempts,
+            only_from=[JobState.RUNNING],
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            failed_node=outcome.failed_node,
+        )
+
+    def node_failed_jobs(self) -> list[Job]:
+        """Jobs that became NODE_FAIL since the master last looked (requeue candidates)."""
+        return self.get_jobs(sorted(int(i) for i in self.r.smembers(keys.JOBS_NODE_FAILED)))
+
+    def requeue(self, job_id: int, attempt: int, reason: str) -> bool:
+        """NODE_FAIL -> PENDING for the same attempt that failed; it keeps its id, counts the
+        requeue, and is served before new jobs of its priority."""
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return False
+            job = Job.from_redis(raw)
+            if job.attempts != attempt or not can_transition(job.state, JobState.PENDING):
+                return False
+            pipe.multi()
+            pipe.hset(
+                keys.job(job_id),
+                mapping={
+                    "state": JobState.PENDING.value,
+                    "reason": reason,
+                    "requeues": str(job.requeues + 1),
+                    "ended_at": "",
+                },
+            )
+            pipe.zrem(keys.JOBS_ENDED, job_id)
+            pipe.sadd(keys.JOBS_PENDING, job_id)
+            pipe.srem(keys.JOBS_NODE_FAILED, job_id)
+            pipe.rpush(keys.EVENTS, f"requeued {job_id}")
+            return True
+
+        return self._atomic([keys.job(job_id)], body)
+
+    def settle_node_failure(self, job_id: int) -> None:
+        """The master has decided about this NODE_FAIL job (it stays failed)."""
+        self.r.srem(keys.JOBS_NODE_FAILED, job_id)
 
     def set_reasons(self, reasons: dict[int, str]) -> None:
         """Record why pending jobs wait (only for jobs still pending)."""
@@ -237,6 +299,8 @@ class Store:
             job.exit_code = None
             job.signal = None
             job.failed_node = None
+            job.first_failure = None
+            job.failing_since = None
             pipe.multi()
             for n in nodes:
                 pipe.set(keys.node_alloc(n), job.id)
@@ -267,7 +331,8 @@ class Store:
             current = attempt == job.attempts
             outcome = after_report(job, results, node) if current else None
             if current:
-                ended = outcome is not None or job.state.terminal
+                # Not RUNNING any more (ended, or already requeued): this attempt is over.
+                ended = outcome is not None or job.state is not JobState.RUNNING
                 candidates = list(results) if ended else []
             else:
                 # A stale attempt frees its node unless the current attempt holds it again.
@@ -278,6 +343,9 @@ class Store:
             ]
             pipe.multi()
             pipe.hset(results_key, node, json.dumps(result.to_dict()))
+            if current and outcome is None and starts_failure(job, result):
+                pipe.hset(keys.job(job_id), mapping={"first_failure": node, "failing_since": str(time.time())})
+                pipe.rpush(keys.EVENTS, f"failing {job_id}")
             if outcome is not None:
                 self._write_transition(
                     pipe,

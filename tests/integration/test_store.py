@@ -85,17 +85,41 @@ def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
     assert store.r.zscore(keys.JOBS_ENDED, 1) is not None
 
 
-def test_a_failure_ends_the_job_and_later_reports_only_release(store):
+def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(store):
+    from minihpc.outcome import held_failure
+
     _add(store, 1, nodes=2)
     job = store.start(1, ["a", "b"], lambda pipe, job: None)
-    outcome = store.report(1, job.attempts, "b", NodeResult(134, "SIGABRT"))
-    assert (outcome.state, outcome.exit_code, outcome.signal) == (JobState.FAILED, 134, "SIGABRT")
-    assert store.r.get(keys.node_alloc("b")) is None
+    assert store.report(1, job.attempts, "b", NodeResult(134, "SIGABRT")) is None
+    held = store.get_job(1)
+    assert held.state is JobState.RUNNING and held.first_failure == "b" and held.failing_since
+    assert store.r.get(keys.node_alloc("b")) == b"1"  # held with the job until it is decided
+    outcome = held_failure(held, store.job_results(1, held.attempts), held.failing_since + 5, grace=4)
+    assert store.end_held_failure(held, outcome)
+    assert store.r.get(keys.node_alloc("b")) is None  # it had reported: freed with the end
     assert store.r.get(keys.node_alloc("a")) == b"1"  # its ranks are still being torn down
     assert store.report(1, job.attempts, "a", NodeResult(143, "SIGTERM")) is None
     assert store.r.get(keys.node_alloc("a")) is None
     final = store.get_job(1)
     assert (final.state, final.exit_code, final.failed_node) == (JobState.FAILED, 134, "b")
+
+
+def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
+    _add(store, 1, nodes=3)
+    job = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
+    store.report(1, job.attempts, "a", NodeResult(1))  # a peer died under its collective
+    assert store.transition(1, JobState.NODE_FAIL, "node c failed", only_from=[JobState.RUNNING], failed_node="c")
+    assert store.r.get(keys.node_alloc("a")) is None
+    assert store.r.get(keys.node_alloc("b")) == b"1"  # still tearing down
+    assert [j.id for j in store.node_failed_jobs()] == [1]
+    assert store.requeue(1, job.attempts, "Requeued")
+    assert not store.requeue(1, job.attempts, "Requeued")  # once per failed attempt
+    again = store.get_job(1)
+    assert (again.state, again.requeues, again.ended_at) == (JobState.PENDING, 1, None)
+    assert store.r.sismember(keys.JOBS_PENDING, 1) and store.r.zscore(keys.JOBS_ENDED, 1) is None
+    assert store.node_failed_jobs() == []
+    store.report(1, job.attempts, "b", NodeResult(143, "SIGTERM"))  # the old attempt's teardown
+    assert store.r.get(keys.node_alloc("b")) is None
 
 
 def test_ended_jobs_refuse_new_states(store):

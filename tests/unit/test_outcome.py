@@ -1,5 +1,5 @@
 from minihpc.models import Job, JobState
-from minihpc.outcome import NodeResult, after_report, format_exit, from_returncode
+from minihpc.outcome import NodeResult, after_report, format_exit, from_returncode, held_failure, starts_failure
 
 
 def _running(nodes):
@@ -14,10 +14,35 @@ def test_completed_only_when_every_node_exited_zero():
     assert after_report(job, results, "c").state is JobState.COMPLETED
 
 
-def test_first_non_zero_exit_fails_the_job_with_its_code_and_signal():
+def test_a_failure_is_held_while_other_nodes_have_not_reported():
     job = _running(["a", "b"])
-    out = after_report(job, {"b": NodeResult(134, "SIGABRT", rank=1)}, "b")
+    failure = NodeResult(134, "SIGABRT", rank=1)
+    assert starts_failure(job, failure)
+    assert after_report(job, {"b": failure}, "b") is None
+    job.first_failure, job.failing_since = "b", 100.0
+    assert not starts_failure(job, NodeResult(1))  # only the first failure starts the hold
+
+
+def test_a_held_failure_fails_the_job_after_the_grace_with_the_first_failure():
+    job = _running(["a", "b"])
+    job.first_failure, job.failing_since = "b", 100.0
+    results = {"b": NodeResult(134, "SIGABRT", rank=1)}
+    assert held_failure(job, results, now=103.9, grace=4.0) is None
+    out = held_failure(job, results, now=104.0, grace=4.0)
     assert (out.state, out.exit_code, out.signal, out.failed_node) == (JobState.FAILED, 134, "SIGABRT", "b")
+
+
+def test_when_every_node_reported_the_first_failure_decides():
+    job = _running(["a", "b"])
+    job.first_failure = "b"
+    out = after_report(job, {"b": NodeResult(3), "a": NodeResult(1)}, "a")
+    assert (out.state, out.exit_code, out.failed_node) == (JobState.FAILED, 3, "b")
+
+
+def test_a_held_failure_is_not_ended_by_the_master_once_the_job_ended_otherwise():
+    job = _running(["a", "b"])
+    job.first_failure, job.failing_since, job.state = "b", 100.0, JobState.NODE_FAIL
+    assert held_failure(job, {"b": NodeResult(1)}, now=200.0, grace=4.0) is None
 
 
 def test_reports_after_the_job_ended_change_nothing():

@@ -144,3 +144,20 @@ def test_overdue_and_lost():
     assert overdue([a, b, c], NOW) == [1]
     nodes = {"n1": node("n1", job=1), "n2": node("n2", job=2, alive=False), "n3": node("n3")}
     assert lost([a, b, c], nodes) == {2: "n2", 3: "n3"}
+
+
+def test_requeued_jobs_go_to_the_front_of_their_priority_only():
+    from minihpc.models import Job, JobState, Priority
+    from minihpc.scheduler import queue_order_key, should_requeue
+
+    def job(i, priority, requeues=0, submitted=0.0):
+        return Job(i, "j", "u", "s", "s", "x", priority=priority, requeues=requeues, submitted_at=submitted)
+
+    jobs = [job(1, Priority.NORMAL, submitted=1), job(2, Priority.NORMAL, requeues=1, submitted=5),
+            job(3, Priority.HIGH, submitted=9), job(4, Priority.LOW, requeues=2, submitted=0)]
+    assert [j.id for j in sorted(jobs, key=queue_order_key)] == [3, 2, 1, 4]
+    failed = job(5, Priority.NORMAL, requeues=2)
+    failed.state = JobState.NODE_FAIL
+    assert should_requeue(failed, 3)
+    failed.requeues = 3
+    assert not should_requeue(failed, 3)
