@@ -391,6 +391,37 @@ def cmd_nodes(args, settings: Settings) -> int:
     return 0
 
 
+def _incident_line(i: dict) -> str:
+    at = time.strftime("%H:%M:%S", time.localtime(i["at"])) + f".{int(i['at'] * 1000) % 1000:03d}"
+    extra = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in sorted(i.items()) if k not in ("at", "kind", "node", "job") and v is not None)
+    job = f"job {i['job']}" if i.get("job") is not None else ""
+    return f"{at}  {i['kind']:<15} {i.get('node') or '-':<16} {job:<8} {extra}".rstrip()
+
+
+def cmd_incidents(args, settings: Settings) -> int:
+    store = _store(settings)
+    items = store.incidents(args.limit)
+    if args.json:
+        _print_json(items)
+        return 0
+    for item in reversed(items):
+        print(_incident_line(item))
+    if not args.follow:
+        return 0
+    last = items[0]["at"] if items else 0.0
+    try:
+        while True:
+            time.sleep(0.2)
+            fresh = [i for i in store.incidents(50) if i["at"] > last]
+            for item in reversed(fresh):
+                print(_incident_line(item), flush=True)
+            if fresh:
+                last = fresh[0]["at"]
+    except KeyboardInterrupt:
+        return 0
+
+
 def cmd_history(args, settings: Settings) -> int:
     jobs = _store(settings).ended_jobs(limit=args.limit)
     if args.json:
@@ -471,7 +502,9 @@ def cmd_master(args, settings: Settings) -> int:
         store = _store(settings)
         store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), created_at=str(time.time())))
         sd_file = os.path.join(args.shared_dir, "prometheus", "targets.json")
-    master = Master(settings, sd_file=args.prometheus_sd_file or sd_file)
+    from .restart import from_spec
+
+    master = Master(settings, sd_file=args.prometheus_sd_file or sd_file, restarter=from_spec(args.restarter))
     signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
     try:
         master.run()
@@ -549,6 +582,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.2, help="seconds between looks (with --watch)")
     p.set_defaults(func=cmd_nodes)
 
+    p = sub.add_parser("incidents", help="node down / restarted / back / drained, jobs requeued")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-n", "--limit", type=int, default=50, help="how many, newest last")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new ones until Ctrl-C")
+    p.set_defaults(func=cmd_incidents)
+
     p = sub.add_parser("history", help="ended jobs (like sacct)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-n", "--limit", type=int, default=100, help="how many, newest first")
@@ -575,6 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-dir", default=None, help="publish this shared tree as the cluster's layout")
     p.add_argument("--mode", default="compose", help="the cluster's mode as shown to users (with --shared-dir)")
     p.add_argument("--prometheus-sd-file", default=None, help="keep Prometheus file-SD targets here")
+    p.add_argument(
+        "--restarter", default=None, help="how DOWN nodes are restarted: local:STATE_DIR, docker:URL or none"
+    )
     p.set_defaults(func=cmd_master)
 
     p = sub.add_parser("agent", help="run a node agent (a cluster daemon)")

@@ -49,6 +49,12 @@ NODE_ALLOC = "minihpc:node:{0}:alloc"
 NODE_DRAIN = "minihpc:node:{0}:drain"
 """String: why node {0} is drained (takes no new jobs); absent when it is not."""
 
+NODE_RESTARTS = "minihpc:node:{0}:restarts"
+"""List: times (newest first) the health monitor restarted node {0}; capped."""
+
+INCIDENTS = "minihpc:incidents"
+"""List: JSON incidents, newest first (node down / restarted / back / drained, job requeued); capped."""
+
 EVENTS = "minihpc:events"
 """List: wake-ups for the master (submit, node freed, cancel). Contents are informative only."""
 
@@ -82,6 +88,10 @@ def node_alloc(name: str) -> str:
 
 def node_drain(name: str) -> str:
     return NODE_DRAIN.format(name)
+
+
+def node_restarts(name: str) -> str:
+    return NODE_RESTARTS.format(name)
 
 
 def node_queue(name: str) -> str:

@@ -129,12 +129,23 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
     store = Store(client)
     store.set_cluster_info(dict(layout, created_at=str(time.time())))
     python = [sys.executable, "-m", "minihpc.cli"]
-    pids["master"] = _spawn(python + ["master"], run_dir / "master.log", env)
     names = node_names(workers)
+    # Each node's command line, so the health monitor can respawn a node that died.
+    agents = {
+        name: {
+            "argv": python + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"],
+            "log": str(run_dir / f"{name}.log"),
+            "env": {"MINIHPC_REDIS_URL": url},
+        }
+        for name in names
+    }
+    (run_dir / "nodes.json").write_text(json.dumps(agents))
+    (run_dir / "nodes.json").chmod(0o600)
+    pids["master"] = _spawn(
+        python + ["master", "--restarter", f"local:{state_dir}"], run_dir / "master.log", env
+    )
     for name in names:
-        pids[name] = _spawn(
-            python + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"], run_dir / f"{name}.log", env
-        )
+        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env)
     (state_dir / "pids.json").write_text(json.dumps(pids))
     url_file = state_dir / "redis_url"
     url_file.write_text(url + "\n")
@@ -187,7 +198,13 @@ def down(state_dir: Path, log=print) -> bool:
         return False
     pids = json.loads(path.read_text())
     redis_pid = pids.pop("redis", None)
-    # Processes of every job too: ranks run in sessions of their own under each agent.
+    master_pid = pids.pop("master", None)
+    # The master first: its health monitor would restart the agents being stopped.
+    if master_pid is not None:
+        _stop({"master": master_pid})
+    # Then the agents (reread: the monitor may have respawned one), and every job's ranks,
+    # which run in sessions of their own under each agent.
+    pids = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("redis", "master")}
     _stop(pids)
     if redis_pid is not None:
         _stop({"redis": redis_pid})

@@ -18,7 +18,10 @@ from . import discovery, keys, scheduler
 from .config import Settings
 from .launcher import LaunchSpec
 from .models import Job, JobState, NodeStatus
+from .health import RestartPolicy
+from .monitor import HealthMonitor
 from .outcome import held_failure
+from .restart import Restarter
 from .store import Store, connect
 
 log = logging.getLogger(__name__)
@@ -58,11 +61,12 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
 class Master:
     """``sd_file``: where to keep Prometheus's file-SD targets (None: nowhere)."""
 
-    def __init__(self, settings: Settings, sd_file: str | None = None):
+    def __init__(self, settings: Settings, sd_file: str | None = None, restarter: Restarter | None = None):
         self.settings = settings
         self.store = Store(connect(settings.redis_url))
         self.stop = threading.Event()
         self.sd_file = sd_file
+        self.monitor = HealthMonitor(self.store, restarter, RestartPolicy(), settings.node_timeout)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes)):
@@ -91,6 +95,7 @@ class Master:
         store = self.store
         nodes = store.node_statuses()
         self.publish_targets(nodes)
+        self.monitor.step(nodes, now)
         by_name = {n.name: n for n in nodes}
         running = store.running_jobs()
         for job_id in scheduler.overdue(running, now):
@@ -141,6 +146,7 @@ class Master:
             elif scheduler.should_requeue(job, limit):
                 reason = f"Requeued ({job.reason}; requeue {job.requeues + 1} of {limit})"
                 if self.store.requeue(job.id, job.attempts, reason):
+                    self.store.incident("requeued", job.failed_node, job.id, attempt=job.attempts)
                     log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
             else:
                 self.store.settle_node_failure(job.id)

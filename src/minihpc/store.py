@@ -366,13 +366,42 @@ class Store:
 
         return self._atomic([keys.job(job_id)], body)
 
+    # -- health ---------------------------------------------------------------------
+
+    INCIDENTS_KEPT = 1000
+
+    def incident(self, kind: str, node: str | None = None, job: int | None = None, **detail) -> None:
+        record = {"at": time.time(), "kind": kind, "node": node, "job": job, **detail}
+        with self.r.pipeline() as pipe:
+            pipe.lpush(keys.INCIDENTS, json.dumps(record, sort_keys=True))
+            pipe.ltrim(keys.INCIDENTS, 0, self.INCIDENTS_KEPT - 1)
+            pipe.execute()
+
+    def incidents(self, limit: int = 100) -> list[dict]:
+        return [json.loads(x) for x in self.r.lrange(keys.INCIDENTS, 0, limit - 1)]
+
+    def record_restart(self, node: str, at: float) -> None:
+        with self.r.pipeline() as pipe:
+            pipe.lpush(keys.node_restarts(node), at)
+            pipe.ltrim(keys.node_restarts(node), 0, 99)
+            pipe.execute()
+
+    def restarts(self, node: str) -> list[float]:
+        return sorted(float(x) for x in self.r.lrange(keys.node_restarts(node), 0, -1))
+
+    def drain(self, node: str, reason: str) -> None:
+        self.r.set(keys.node_drain(node), reason)
+
+    def undrain(self, node: str) -> bool:
+        return bool(self.r.delete(keys.node_drain(node)))
+
     def forget_node(self, node: str) -> bool:
         """Remove a DOWN node from the registry (a worker scaled away); False if it is up."""
         if self.r.exists(keys.node_alive(node)):
             return False
         with self.r.pipeline() as pipe:
             pipe.srem(keys.NODES, node)
-            pipe.delete(keys.node(node), keys.node_alloc(node), keys.node_drain(node))
+            pipe.delete(keys.node(node), keys.node_alloc(node), keys.node_drain(node), keys.node_restarts(node))
             pipe.rpush(keys.EVENTS, f"node {node} forgotten")
             pipe.execute()
         return True

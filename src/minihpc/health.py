@@ -1,0 +1,47 @@
+"""The health monitor's decisions: when to restart a DOWN node, and when to give up on it.
+
+Pure functions of the node's restart history; the master's loop (master.py) applies them
+through a restarter (restart.py): Docker through the cluster's restart proxy, a local process
+respawn, or later systemd over SSH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Action(str, Enum):
+    RESTART = "restart"
+    WAIT = "wait"  # backing off, or a restart is in flight
+    DRAIN = "drain"  # out of restart budget: flapping; an operator must look
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    backoff_initial: float = 1.0
+    """Seconds before the second restart within the window; doubles with each one after."""
+    backoff_max: float = 30.0
+    budget: int = 5
+    """Restarts allowed within ``window``; one more failure drains the node."""
+    window: float = 600.0
+
+
+def recent(restarts: list[float], policy: RestartPolicy, now: float) -> list[float]:
+    return sorted(t for t in restarts if now - t < policy.window)
+
+
+def backoff(count: int, policy: RestartPolicy) -> float:
+    """Delay before restart number ``count + 1`` in the window: none for the first."""
+    if count == 0:
+        return 0.0
+    return min(policy.backoff_max, policy.backoff_initial * 2 ** (count - 1))
+
+
+def decide(restarts: list[float], down_since: float, now: float, policy: RestartPolicy) -> Action:
+    """What to do about a node that has been DOWN since ``down_since``."""
+    done = recent(restarts, policy, now)
+    if len(done) >= policy.budget:
+        return Action.DRAIN
+    # Like a crash-loop backoff, the delay counts from the failure, not from the restart.
+    return Action.RESTART if now - down_since >= backoff(len(done), policy) else Action.WAIT

@@ -1,0 +1,25 @@
+from minihpc.health import Action, RestartPolicy, backoff, decide
+
+POLICY = RestartPolicy(backoff_initial=1.0, backoff_max=8.0, budget=4, window=100.0)
+
+
+def test_first_restart_is_immediate():
+    assert decide([], down_since=50.0, now=50.0, policy=POLICY) is Action.RESTART
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff(n, POLICY) for n in range(6)] == [0.0, 1.0, 2.0, 4.0, 8.0, 8.0]
+
+
+def test_a_node_down_again_right_after_a_restart_waits_for_the_backoff():
+    history = [10.0, 11.0]  # two restarts: the third waits 2 s after the node went down
+    assert decide(history, down_since=11.5, now=13.4, policy=POLICY) is Action.WAIT
+    assert decide(history, down_since=11.5, now=13.5, policy=POLICY) is Action.RESTART
+
+
+def test_out_of_budget_drains_and_old_restarts_age_out():
+    history = [10.0, 11.0, 13.0, 17.0]
+    assert decide(history, down_since=30.0, now=30.0, policy=POLICY) is Action.DRAIN
+    # A hundred seconds on, three have left the window: one restart counts, so a 1 s backoff.
+    assert decide(history, down_since=115.0, now=115.5, policy=POLICY) is Action.WAIT
+    assert decide(history, down_since=115.0, now=116.0, policy=POLICY) is Action.RESTART
