@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 
@@ -105,7 +106,9 @@ class NodeAgent:
             [self.queue()],
             connection=self.store.r,
             serializer=JSONSerializer,
-            name=f"{self.name}.{os.getpid()}",
+            # Unique per incarnation: a container's pid repeats, and a killed agent's rq
+            # registration outlives it, which would make rq refuse the name.
+            name=f"{self.name}.{os.getpid()}.{secrets.token_hex(3)}",
         )
         worker.agent = self
         try:

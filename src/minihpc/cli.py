@@ -285,7 +285,7 @@ def cmd_logs(args, settings: Settings) -> int:
     store = _store(settings)
     job_id = _job_id(args.job_id)
     job = store.get_job(job_id)
-    if job.state is JobState.PENDING and not args.follow:
+    if job.state is JobState.PENDING and job.attempts == 0 and not args.follow:
         print(f"job {job_id} is pending ({job.reason}); it has no logs yet", file=sys.stderr)
         return 0
     offsets: dict[str, int] = {}
@@ -316,7 +316,7 @@ def cmd_logs(args, settings: Settings) -> int:
     try:
         while True:
             pump()
-            if store.get_job(job_id).state.terminal:
+            if store.get_job(job_id).state.terminal and not store.requeue_undecided(job_id):
                 time.sleep(0.3)
                 pump()
                 return 0
@@ -453,7 +453,7 @@ def cmd_wait(args, settings: Settings) -> int:
     try:
         while True:
             job = store.get_job(job_id)
-            if job.state.terminal:
+            if job.state.terminal and not store.requeue_undecided(job_id):
                 break
             if deadline is not None and time.time() >= deadline:
                 print(f"minihpc wait: job {job_id} still {job.state.value} after {args.timeout:g}s", file=sys.stderr)
@@ -523,7 +523,16 @@ def cmd_agent(args, settings: Settings) -> int:
 def cmd_node(args, settings: Settings) -> int:
     from .node import commands, supervise
 
-    return supervise(commands(args.name, args.master, args.shared_dir, args.metrics_port, args.addr))
+    return supervise(
+        commands(args.name, args.master, args.shared_dir, args.metrics_port, args.addr, args.restarter)
+    )
+
+
+def cmd_restart_proxy(args, settings: Settings) -> int:
+    from .restart_proxy import serve
+
+    serve(args.port, args.docker_socket)
+    return 0
 
 
 # -- wiring -------------------------------------------------------------------------------------
@@ -633,7 +642,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-dir", default=None, help="the shared tree (with --master)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
+    p.add_argument("--restarter", default=None, help="the master's restarter (with --master)")
     p.set_defaults(func=cmd_node)
+
+    p = sub.add_parser("restart-proxy", help="restart this Compose project's node containers on request")
+    p.add_argument("--port", type=int, default=8700)
+    p.add_argument("--docker-socket", default="/var/run/docker.sock")
+    p.set_defaults(func=cmd_restart_proxy)
     return parser
 
 
@@ -642,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else (
-            logging.INFO if args.command in ("master", "agent", "node") else logging.WARNING
+            logging.INFO if args.command in ("master", "agent", "node", "restart-proxy") else logging.WARNING
         ),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -35,6 +35,15 @@ MAX_REQUEUES = 3
 """Times a job interrupted by node failures is requeued before it stays NODE_FAIL."""
 
 
+RESTART_BUDGET = 5
+"""Restarts of one node the health monitor makes within RESTART_WINDOW before draining it."""
+
+RESTART_WINDOW = 600.0
+
+RESTART_BACKOFF_MAX = 30.0
+"""Longest wait between restarts of a failing node (the wait doubles from 1 s)."""
+
+
 @dataclass(frozen=True)
 class Settings:
     redis_url: str = DEFAULT_REDIS_URL
@@ -44,6 +53,9 @@ class Settings:
     scheduler_interval: float = SCHEDULER_INTERVAL
     poll_interval: float = POLL_INTERVAL
     max_requeues: int = MAX_REQUEUES
+    restart_budget: int = RESTART_BUDGET
+    restart_window: float = RESTART_WINDOW
+    restart_backoff_max: float = RESTART_BACKOFF_MAX
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -108,9 +120,21 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
+_COUNTS = {"max_requeues": 0, "restart_budget": 1}
+"""Whole-number settings, with their least value."""
+
+
 def _coerce(name: str, value):
     if name == "redis_url":
         return str(value)
+    if name in _COUNTS:
+        try:
+            count = int(str(value))
+        except ValueError:
+            raise UsageError(f"setting {name}={value!r} is not a whole number") from None
+        if count < _COUNTS[name]:
+            raise UsageError(f"setting {name}={value!r} must be at least {_COUNTS[name]}")
+        return count
     try:
         number = float(value)
     except (TypeError, ValueError):

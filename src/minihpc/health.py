@@ -25,6 +25,8 @@ class RestartPolicy:
     budget: int = 5
     """Restarts allowed within ``window``; one more failure drains the node."""
     window: float = 600.0
+    boot_grace: float = 20.0
+    """Seconds a restarted node gets to come back before it is restarted again."""
 
 
 def recent(restarts: list[float], policy: RestartPolicy, now: float) -> list[float]:
@@ -41,6 +43,8 @@ def backoff(count: int, policy: RestartPolicy) -> float:
 def decide(restarts: list[float], down_since: float, now: float, policy: RestartPolicy) -> Action:
     """What to do about a node that has been DOWN since ``down_since``."""
     done = recent(restarts, policy, now)
+    if done and done[-1] >= down_since and now - done[-1] < policy.boot_grace:
+        return Action.WAIT  # restarted during this outage: give it time to boot
     if len(done) >= policy.budget:
         return Action.DRAIN
     # Like a crash-loop backoff, the delay counts from the failure, not from the restart.

@@ -66,7 +66,12 @@ class Master:
         self.store = Store(connect(settings.redis_url))
         self.stop = threading.Event()
         self.sd_file = sd_file
-        self.monitor = HealthMonitor(self.store, restarter, RestartPolicy(), settings.node_timeout)
+        policy = RestartPolicy(
+            backoff_max=settings.restart_backoff_max,
+            budget=settings.restart_budget,
+            window=settings.restart_window,
+        )
+        self.monitor = HealthMonitor(self.store, restarter, policy, settings.node_timeout)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes)):

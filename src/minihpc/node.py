@@ -25,12 +25,17 @@ def commands(
     shared_dir: str | None = None,
     metrics_port: int | None = None,
     addr: str | None = None,
+    restarter: str | None = None,
 ) -> list[list[str]]:
     """The daemons of node ``name``: the master's command first when it runs here."""
     python = [sys.executable, "-m", "minihpc.cli"]
     out = []
     if master:
-        out.append(python + ["master"] + (["--shared-dir", shared_dir] if shared_dir else []))
+        out.append(
+            python + ["master"]
+            + (["--shared-dir", shared_dir] if shared_dir else [])
+            + (["--restarter", restarter] if restarter else [])
+        )
     agent = python + ["agent", "--name", name]
     if addr:
         agent += ["--addr", addr]

@@ -39,3 +39,17 @@ def test_shipped_config_file_holds_the_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("MINIHPC_STATE_DIR", str(tmp_path))
     shipped = Path(__file__).parents[2] / "config" / "minihpc.toml"
     assert load_settings(str(shipped), env={}) == Settings()
+
+
+def test_counts_are_whole_numbers_and_zero_requeues_is_allowed():
+    import pytest
+
+    from minihpc.config import load_settings
+    from minihpc.errors import UsageError
+
+    s = load_settings(env={"MINIHPC_MAX_REQUEUES": "0", "MINIHPC_RESTART_BUDGET": "2"})
+    assert (s.max_requeues, s.restart_budget) == (0, 2)
+    with pytest.raises(UsageError, match="max_requeues='1.5' is not a whole number"):
+        load_settings(env={"MINIHPC_MAX_REQUEUES": "1.5"})
+    with pytest.raises(UsageError, match="restart_budget='0' must be at least 1"):
+        load_settings(env={"MINIHPC_RESTART_BUDGET": "0"})

@@ -23,3 +23,12 @@ def test_out_of_budget_drains_and_old_restarts_age_out():
     # A hundred seconds on, three have left the window: one restart counts, so a 1 s backoff.
     assert decide(history, down_since=115.0, now=115.5, policy=POLICY) is Action.WAIT
     assert decide(history, down_since=115.0, now=116.0, policy=POLICY) is Action.RESTART
+
+
+def test_a_node_restarted_during_this_outage_gets_time_to_boot():
+    policy = RestartPolicy(backoff_initial=1.0, budget=5, window=600.0, boot_grace=20.0)
+    assert decide([50.0], down_since=49.0, now=60.0, policy=policy) is Action.WAIT
+    assert decide([50.0], down_since=49.0, now=70.0, policy=policy) is Action.RESTART  # never came back
+    # It came back and failed again later: the usual backoff, counted from the new failure.
+    assert decide([50.0], down_since=80.0, now=80.5, policy=policy) is Action.WAIT
+    assert decide([50.0], down_since=80.0, now=81.0, policy=policy) is Action.RESTART
