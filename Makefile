@@ -93,15 +93,18 @@ monitor: ## Live view of nodes, queue and running jobs (Ctrl-C ends it).
 	$(NEED_COMPOSE)
 	@$(IN_MASTER) minihpc monitor
 
-health: ## Containers' health and every node's state and last heartbeat.
+health: ## Containers' health, every node's state and heartbeat, and recent incidents.
 	$(NEED_COMPOSE)
 	@$(COMPOSE) ps
 	@echo
 	@$(IN_MASTER) minihpc nodes
+	@echo
+	@echo "recent incidents (node down / restart / back / drained, job requeued):"
+	@$(IN_MASTER) minihpc incidents -n 15
 
-watch-recovery: ## Print node state changes as they happen (try: docker stop minihpc_worker-node-1_1).
+watch-recovery: ## Live: node down, restarted, back, jobs requeued, with times (try: docker kill a worker).
 	$(NEED_COMPOSE)
-	@$(IN_MASTER) minihpc nodes --watch
+	@$(IN_MASTER) minihpc incidents --follow -n 10
 
 ##@ Local mode (every node a process on this machine; no Docker)
 .PHONY: local-up local-down local-demo

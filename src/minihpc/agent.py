@@ -44,7 +44,7 @@ class _Worker(SimpleWorker):
     agent: NodeAgent
 
     def handle_warm_shutdown_request(self):
-        self.agent.shutting_down.set()
+        self.agent.going_down()
         super().handle_warm_shutdown_request()
 
 
@@ -59,6 +59,13 @@ class NodeAgent:
         self.store = Store(connect(settings.redis_url))
         self.shutting_down = threading.Event()
         self._stopped = threading.Event()
+
+    def going_down(self) -> None:
+        """A stop was asked for: stop heartbeating and drop the alive key at once, so the
+        scheduler gives this node nothing new while its running job is torn down."""
+        self.shutting_down.set()
+        self._stopped.set()
+        self.store.r.delete(keys.node_alive(self.name))
 
     def _heartbeat_loop(self) -> None:
         store = Store(connect(self.settings.redis_url))
