@@ -6,6 +6,12 @@
     if rank == 0 and step % every == 0:
         checkpoint.save(ckpt_dir, step, {"model": ..., "optimizer": ...})
 
+Fencing: every attempt of a job claims the directory when it loads (the attempt number comes
+from ``MINIHPC_ATTEMPT``, which the cluster sets), and a save from an older attempt -- one
+that was paused or cut off and came back after the job was requeued -- raises
+:class:`Fenced` instead of writing. The claim and the check-and-write hold an flock on the
+directory, which every container on the shared volume sees (they share one kernel).
+
 A save never leaves a half-written file where a reader looks: the data goes to a temporary file
 in the same directory, is fsynced, renamed into place, and the directory is fsynced; then its
 manifest (step, size, sha256) and the LATEST pointer are replaced the same way. Loading walks
@@ -15,19 +21,59 @@ manifest, so a crash at any moment costs at most the checkpoint being written.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 LATEST = "LATEST"
+FENCE = "FENCE"
 KEEP = 3
 _NAME = re.compile(r"^ckpt-(\d{8,})\.pt$")
+
+
+class Fenced(RuntimeError):
+    """This attempt was superseded by a newer one: it must not write checkpoints."""
+
+
+def current_attempt() -> int | None:
+    value = os.environ.get("MINIHPC_ATTEMPT")
+    return int(value) if value and value.isdigit() else None
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    fd = os.open(directory / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def fence(directory: str | os.PathLike) -> int:
+    """The newest attempt that claimed ``directory`` (0: none)."""
+    try:
+        return int((Path(directory) / FENCE).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def claim(directory: str | os.PathLike, attempt: int) -> None:
+    """Mark ``directory`` as written by ``attempt`` from now on; older attempts are fenced."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory):
+        if attempt > fence(directory):
+            _write_atomically(directory / FENCE, f"{attempt}\n".encode())
 
 
 @dataclass(frozen=True)
@@ -73,30 +119,39 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save(directory: str | os.PathLike, step: int, state: Any, keep: int = KEEP) -> Path:
+def save(
+    directory: str | os.PathLike, step: int, state: Any, keep: int = KEEP, attempt: int | None = None
+) -> Path:
     """Save ``state`` (anything torch.save takes) as the checkpoint of ``step``; keep the
-    newest ``keep``. Call it from one rank only."""
+    newest ``keep``. Call it from one rank only. ``attempt`` (default: this job attempt's,
+    from the environment) is checked against the directory's fence."""
     import io
 
     import torch
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    attempt = current_attempt() if attempt is None else attempt
     buffer = io.BytesIO()
     torch.save(state, buffer)
     data = buffer.getvalue()
     path = directory / file_name(step)
-    _write_atomically(path, data)
-    manifest = {
-        "step": step,
-        "file": path.name,
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "saved_at": time.time(),
-    }
-    _write_atomically(path.with_suffix(".json"), json.dumps(manifest, sort_keys=True).encode())
-    _write_atomically(directory / LATEST, (path.name + "\n").encode())
-    prune(directory, keep)
+    with _locked(directory):
+        newest = fence(directory)
+        if attempt is not None and newest > attempt:
+            raise Fenced(f"attempt {attempt} may not write {directory}: attempt {newest} has taken over")
+        _write_atomically(path, data)
+        manifest = {
+            "step": step,
+            "file": path.name,
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "saved_at": time.time(),
+            "attempt": attempt,
+        }
+        _write_atomically(path.with_suffix(".json"), json.dumps(manifest, sort_keys=True).encode())
+        _write_atomically(directory / LATEST, (path.name + "\n").encode())
+        prune(directory, keep)
     return path
 
 
@@ -108,8 +163,20 @@ def steps(directory: str | os.PathLike) -> list[int]:
     return sorted(int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name)))
 
 
+STALE_TMP = 60.0
+"""Seconds after which a temporary file is a dead writer's leftover, not a save in progress."""
+
+
 def prune(directory: str | os.PathLike, keep: int) -> None:
+    """Keep the newest ``keep`` checkpoints, and clear temporary files of writers long gone."""
     directory = Path(directory)
+    now = time.time()
+    for path in directory.glob(".*.tmp"):
+        try:
+            if now - path.stat().st_mtime > STALE_TMP:
+                path.unlink()
+        except FileNotFoundError:
+            pass
     for step in steps(directory)[:-keep] if keep > 0 else []:
         for path in (directory / file_name(step), (directory / file_name(step)).with_suffix(".json")):
             path.unlink(missing_ok=True)
@@ -138,10 +205,16 @@ def candidates(directory: str | os.PathLike) -> list[Path]:
     return order
 
 
-def load_latest(directory: str | os.PathLike, map_location: str = "cpu") -> Loaded | None:
-    """The newest checkpoint that verifies, or None when there is none."""
+def load_latest(
+    directory: str | os.PathLike, map_location: str = "cpu", attempt: int | None = None
+) -> Loaded | None:
+    """The newest checkpoint that verifies, or None when there is none. Claims the directory
+    for ``attempt`` (default: this job attempt's, from the environment) first."""
     import torch
 
+    attempt = current_attempt() if attempt is None else attempt
+    if attempt is not None:
+        claim(directory, attempt)
     for path in candidates(directory):
         if verify(path):
             state = torch.load(path, map_location=map_location, weights_only=True)

@@ -120,6 +120,14 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     assert store.node_failed_jobs() == []
     store.report(1, job.attempts, "b", NodeResult(143, "SIGTERM"))  # the old attempt's teardown
     assert store.r.get(keys.node_alloc("b")) is None
+    assert store.get_job(1).state is JobState.PENDING  # it changed no state
+    restarted = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
+    assert restarted.attempts == 2
+    # A late report of attempt 1 (a node paused through the failure) is fenced off too.
+    assert store.report(1, 1, "c", NodeResult(0)) is None
+    assert not store.transition(1, JobState.FAILED, "late", attempt=1)
+    assert store.get_job(1).state is JobState.RUNNING
+    assert store.r.get(keys.node_alloc("c")) == b"1"  # held by attempt 2
 
 
 def test_ended_jobs_refuse_new_states(store):

@@ -51,4 +51,29 @@ def test_nothing_to_resume_from(tmp_path):
 
 def test_no_temporary_files_are_left_behind(tmp_path):
     checkpoint.save(tmp_path, 5, state(5))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "ckpt-00000005.json", "ckpt-00000005.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "LATEST", "ckpt-00000005.json", "ckpt-00000005.pt"]
+
+
+def test_an_older_attempt_is_fenced_off_once_a_newer_one_claimed_the_directory(tmp_path):
+    import pytest
+
+    checkpoint.save(tmp_path, 10, state(10), attempt=1)
+    assert checkpoint.load_latest(tmp_path, attempt=2).step == 10  # attempt 2 resumes: claims
+    with pytest.raises(checkpoint.Fenced, match="attempt 1 may not write .*attempt 2 has taken over"):
+        checkpoint.save(tmp_path, 15, state(15), attempt=1)  # the old attempt came back
+    assert checkpoint.steps(tmp_path) == [10] and checkpoint.load_latest(tmp_path).step == 10
+    checkpoint.save(tmp_path, 20, state(20), attempt=2)
+    assert checkpoint.load_latest(tmp_path).step == 20
+    checkpoint.claim(tmp_path, 1)  # claims never move the fence backwards
+    assert checkpoint.fence(tmp_path) == 2
+
+
+def test_the_attempt_comes_from_the_environment(tmp_path, monkeypatch):
+    import pytest
+
+    monkeypatch.setenv("MINIHPC_ATTEMPT", "3")
+    assert checkpoint.load_latest(tmp_path) is None
+    assert checkpoint.fence(tmp_path) == 3
+    monkeypatch.setenv("MINIHPC_ATTEMPT", "2")
+    with pytest.raises(checkpoint.Fenced):
+        checkpoint.save(tmp_path, 1, state(1))
