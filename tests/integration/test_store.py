@@ -121,6 +121,7 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     store.report(1, job.attempts, "b", NodeResult(143, "SIGTERM"))  # the old attempt's teardown
     assert store.r.get(keys.node_alloc("b")) is None
     assert store.get_job(1).state is JobState.PENDING  # it changed no state
+    store.release_node("c")  # c's agent restarted
     restarted = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
     assert restarted.attempts == 2
     # A late report of attempt 1 (a node paused through the failure) is fenced off too.
