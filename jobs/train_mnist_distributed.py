@@ -36,6 +36,7 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=10, help="steps between log lines")
     p.add_argument("--data-root", default=None, help="default: $MINIHPC_DATA_DIR")
     p.add_argument("--checkpoint-dir", default=os.environ.get("MINIHPC_CHECKPOINT_DIR") or "checkpoints")
+    p.add_argument("--loss-log", default=None, help="rank 0 appends 'attempt step loss' for every step here")
     return p.parse_args()
 
 
@@ -50,6 +51,12 @@ def main() -> int:
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     model = DDP(mnist.Net())
+    # DDP lays its gradient buckets out again after the first backward pass, and the layout
+    # decides the order in which gloo sums each gradient. One throwaway pass here gives every
+    # attempt, fresh or resumed, the same layout for every real step, so a resumed run repeats
+    # the uninterrupted run's losses exactly.
+    model(torch.zeros(1, 1, 28, 28)).sum().backward()
+    model.zero_grad(set_to_none=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * args.epochs
@@ -76,6 +83,8 @@ def main() -> int:
                 "args": vars(args),
             })
 
+    attempt = os.environ.get("MINIHPC_ATTEMPT", "1")
+    loss_log = open(args.loss_log, "a") if args.loss_log and rank == 0 else None
     window_start, window_samples, loss = time.perf_counter(), 0, torch.tensor(0.0)
     while step < total_steps:
         epoch, skip = divmod(step, steps_per_epoch)
@@ -88,6 +97,9 @@ def main() -> int:
             loss.backward()
             optimizer.step()
             step += 1
+            if loss_log is not None:
+                loss_log.write(f"{attempt} {step} {loss.item():.10e}\n")
+                loss_log.flush()
             window_samples += len(labels) * world
             if rank == 0 and (step % args.log_every == 0 or step == total_steps):
                 elapsed = time.perf_counter() - window_start
