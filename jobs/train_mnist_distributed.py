@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
-from minihpc import checkpoint
+from minihpc import checkpoint, progress
 
 
 def parse_args():
@@ -97,6 +97,8 @@ def main() -> int:
             loss.backward()
             optimizer.step()
             step += 1
+            if rank == 0:
+                progress.report(step, total=total_steps, loss=loss.item())
             if loss_log is not None:
                 loss_log.write(f"{attempt} {step} {loss.item():.10e}\n")
                 loss_log.flush()

@@ -49,6 +49,10 @@ def _add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--time", default=None, help="time limit: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS")
     p.add_argument("-J", "--job-name", default=None, help="job name (default: the script's name)")
     p.add_argument("-d", "--dependency", default=None, help="afterok:ID[:ID...]")
+    p.add_argument(
+        "--progress-timeout", default=None,
+        help="watchdog: requeue the job when its progress reports stop for this long (like --time)",
+    )
 
 
 def _header_parser() -> argparse.ArgumentParser:
@@ -118,6 +122,7 @@ def cmd_submit(args, settings: Settings) -> int:
         tasks_per_node=int(_merge(args, header, "ntasks_per_node", 1)),
         priority=Priority(_merge(args, header, "priority", Priority.NORMAL.value)),
         time_limit=parse_time_limit(_merge(args, header, "time", "UNLIMITED")),
+        progress_timeout=parse_time_limit(pt) if (pt := _merge(args, header, "progress_timeout", None)) else None,
         name=_merge(args, header, "job_name", None),
         dependency=parse_dependency(dep) if (dep := _merge(args, header, "dependency", None)) else [],
         script_name=args.script_name,
@@ -235,6 +240,7 @@ def cmd_show(args, settings: Settings) -> int:
         ("NtasksPerNode", job.tasks_per_node),
         ("NodeList", ",".join(job.nodes) or "(null)"),
         ("TimeLimit", format_duration(job.time_limit)),
+        ("Requeues", job.requeues),
         ("Dependency", ("afterok:" + ":".join(map(str, job.dependency))) if job.dependency else "(null)"),
         ("SubmitTime", _fmt_time(job.submitted_at)),
         ("StartTime", _fmt_time(job.started_at)),

@@ -35,6 +35,10 @@ MAX_REQUEUES = 3
 """Times a job interrupted by node failures is requeued before it stays NODE_FAIL."""
 
 
+PROGRESS_TIMEOUT = 300.0
+"""Watchdog: seconds a job that reports progress may go without a report before its gang is
+torn down and requeued (a rank hung in a collective). Per job: submit --progress-timeout."""
+
 RESTART_BUDGET = 5
 """Restarts of one node the health monitor makes within RESTART_WINDOW before draining it."""
 
@@ -53,6 +57,7 @@ class Settings:
     scheduler_interval: float = SCHEDULER_INTERVAL
     poll_interval: float = POLL_INTERVAL
     max_requeues: int = MAX_REQUEUES
+    progress_timeout: float = PROGRESS_TIMEOUT
     restart_budget: int = RESTART_BUDGET
     restart_window: float = RESTART_WINDOW
     restart_backoff_max: float = RESTART_BACKOFF_MAX

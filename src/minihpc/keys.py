@@ -22,6 +22,9 @@ JOB_RESULTS = "minihpc:job:{0}:results:{1}"
 JOB_RENDEZVOUS = "minihpc:job:{0}:rdzv:{1}"
 """List: the master port chosen by node rank 0 of job {0}, attempt {1}, one copy per peer."""
 
+JOB_PROGRESS = "minihpc:job:{0}:progress"
+"""Hash: the newest progress report of job {0} (attempt, step, at, node, and job metrics)."""
+
 JOBS_PENDING = "minihpc:jobs:pending"
 """Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
 
@@ -72,6 +75,10 @@ def job_results(job_id: int, attempt: int) -> str:
 
 def job_rendezvous(job_id: int, attempt: int) -> str:
     return JOB_RENDEZVOUS.format(job_id, attempt)
+
+
+def job_progress(job_id: int) -> str:
+    return JOB_PROGRESS.format(job_id)
 
 
 def node(name: str) -> str:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from . import keys
+from . import keys, progress
 from .config import Settings
 from .launcher import LaunchSpec, job_env, torchrun_args
 from .models import JobState
@@ -130,6 +130,9 @@ def run_share(
     os.unlink(result_file)
     env = job_env(spec, port, dict(os.environ))
     env["MINIHPC_RESULT_FILE"] = result_file
+    progress_file = result_file.replace(".json", ".progress")
+    env[progress.ENV] = progress_file
+    last_progress = None
     argv = [sys.executable, "-m", "minihpc.torchrun", *torchrun_args(spec, port)]
 
     with open(spec.log_path, "ab", buffering=0) as out:
@@ -156,6 +159,10 @@ def run_share(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            report = progress.read(progress_file)
+            if report is not None and report != last_progress:
+                store.record_progress(spec.job_id, spec.attempt, spec.node, report)
+                last_progress = report
             if shutting_down.is_set():
                 why_stopped = "node shutting down"
             elif not job_is_current(store, spec):
@@ -165,6 +172,8 @@ def run_share(
                 teardown(proc, settings.kill_wait)
                 break
         returncode = proc.wait()
+        if os.path.exists(progress_file):
+            os.unlink(progress_file)
         result = _read_result(result_file, returncode)
         out.write(
             f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"

@@ -116,6 +116,14 @@ class Master:
             ):
                 log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
         running = store.running_jobs()
+        progress = store.progress(j.id for j in running)
+        for job_id, silent in scheduler.stalled(running, progress, now, self.settings.progress_timeout).items():
+            if store.transition(
+                job_id, JobState.NODE_FAIL, f"no progress for {silent:.0f}s", only_from=[JobState.RUNNING]
+            ):
+                store.incident("stalled", None, job_id, silent_for=silent)
+                log.warning("job %s: no progress for %.0fs; tearing it down to requeue it", job_id, silent)
+        running = store.running_jobs()
         grace = self.settings.node_timeout + 2 * self.settings.heartbeat_interval
         for job in running:
             if job.failing_since is not None:

@@ -98,6 +98,7 @@ class Job:
     tasks_per_node: int = 1
     priority: Priority = Priority.NORMAL
     time_limit: float | None = None  # seconds; None is unlimited
+    progress_timeout: float | None = None  # watchdog: seconds without a progress report
     dependency: list[int] = field(default_factory=list)  # afterok job ids
     workdir: str = ""
     state: JobState = JobState.PENDING
@@ -117,7 +118,7 @@ class Job:
     _LISTS = ("args", "dependency", "nodes")
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues")
     _OPT_INTS = ("exit_code",)
-    _OPT_FLOATS = ("time_limit", "started_at", "ended_at", "failing_since")
+    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since")
     _OPT_STRS = ("signal", "failed_node", "first_failure")
 
     def to_redis(self) -> dict[str, str]:

@@ -159,6 +159,21 @@ def overdue(running: list[Job], now: float) -> list[int]:
     ]
 
 
+def stalled(running: list[Job], progress: dict[int, dict], now: float, default_timeout: float) -> dict[int, float]:
+    """Running jobs whose current attempt reported progress once and then went silent for
+    longer than their progress timeout -> seconds of silence. A job that never reports is
+    not watched (many scripts do not); neither is one before its first report."""
+    out: dict[int, float] = {}
+    for job in running:
+        report = progress.get(job.id)
+        if report is None or int(report.get("attempt", 0)) != job.attempts:
+            continue
+        silent = now - report["at"]
+        if silent > (job.progress_timeout or default_timeout):
+            out[job.id] = silent
+    return out
+
+
 def lost(running: list[Job], nodes: dict[str, NodeStatus]) -> dict[int, str]:
     """Running jobs one of whose nodes is down or no longer holds them -> the first such node."""
     out: dict[int, str] = {}

@@ -223,6 +223,24 @@ class Store:
             failed_node=outcome.failed_node,
         )
 
+    def record_progress(self, job_id: int, attempt: int, node: str, report: dict) -> None:
+        data = {"attempt": attempt, "node": node, **report}
+        self.r.hset(keys.job_progress(job_id), mapping={k: str(v) for k, v in data.items()})
+
+    def progress(self, job_ids: Iterable[int]) -> dict[int, dict]:
+        """The newest progress report of each job that has one: {id: {attempt, step, at, ...}}."""
+        ids = list(job_ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job_progress(job_id))
+            raws = pipe.execute()
+        out = {}
+        for job_id, raw in zip(ids, raws):
+            if raw:
+                data = {_text(k): _text(v) for k, v in raw.items()}
+                out[job_id] = {k: (v if k == "node" else float(v)) for k, v in data.items()}
+        return out
+
     def node_failed_jobs(self) -> list[Job]:
         """Jobs that became NODE_FAIL since the master last looked (requeue candidates)."""
         return self.get_jobs(sorted(int(i) for i in self.r.smembers(keys.JOBS_NODE_FAILED)))

@@ -23,6 +23,7 @@ class Request:
     tasks_per_node: int = 1
     priority: Priority = Priority.NORMAL
     time_limit: float | None = None
+    progress_timeout: float | None = None
     name: str | None = None
     dependency: list[int] = field(default_factory=list)
     workdir: str = ""
@@ -107,6 +108,7 @@ def submit(store: Store, request: Request) -> Job:
         tasks_per_node=request.tasks_per_node,
         priority=request.priority,
         time_limit=request.time_limit,
+        progress_timeout=request.progress_timeout,
         dependency=list(request.dependency),
         workdir=request.workdir or os.getcwd(),
         submitted_at=time.time(),

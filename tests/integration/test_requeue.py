@@ -62,3 +62,15 @@ def test_a_job_that_always_loses_a_node_gets_exactly_max_requeues_plus_one_attem
     assert [int(a) for a in re.findall(r"rank 0 attempt (\d+)", logs)] == [1, 2, 3, 4]
     # Every node is back (and not drained: four restarts stay within the budget of five).
     wait_until(lambda: all(n["state"] == "idle" for n in c.nodes()), timeout=60, message="all nodes idle")
+
+
+def test_a_job_whose_progress_stops_is_torn_down_and_requeued(idle_cluster):
+    c = idle_cluster
+    job_id = c.submit("-N", 2, "--progress-timeout", "0:03", JOBS / "stall.py")
+    job = c.wait(job_id, timeout=90)
+    assert job["state"] == "COMPLETED", job
+    assert (job["attempts"], job["requeues"]) == (2, 1)
+    logs = c.cli("logs", job_id).stdout
+    assert "hangs" in logs and logs.count("attempt 2 done") == 2
+    stalled = [i for i in json.loads(c.cli("incidents", "--json").stdout) if i["kind"] == "stalled"]
+    assert stalled and stalled[0]["job"] == job_id and stalled[0]["silent_for"] > 3

@@ -161,3 +161,20 @@ def test_requeued_jobs_go_to_the_front_of_their_priority_only():
     assert should_requeue(failed, 3)
     failed.requeues = 3
     assert not should_requeue(failed, 3)
+
+
+def test_only_jobs_that_reported_and_then_went_silent_are_stalled():
+    from minihpc.models import Job, JobState
+    from minihpc.scheduler import stalled
+
+    def job(i, attempts=1, timeout=None):
+        return Job(i, "j", "u", "s", "s", "x", state=JobState.RUNNING, attempts=attempts, progress_timeout=timeout)
+
+    running = [job(1), job(2), job(3, attempts=2), job(4, timeout=5.0)]
+    progress = {
+        1: {"attempt": 1, "step": 9, "at": 100.0},   # silent 50 s: stalled at the default 30
+        2: {"attempt": 1, "step": 9, "at": 140.0},   # silent 10 s: fine
+        3: {"attempt": 1, "step": 9, "at": 10.0},    # an older attempt's report: not watched yet
+        4: {"attempt": 1, "step": 9, "at": 144.0},   # its own 5 s timeout: stalled
+    }
+    assert stalled(running, progress, now=150.0, default_timeout=30.0) == {1: 50.0, 4: 6.0}
