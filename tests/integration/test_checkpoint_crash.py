@@ -27,9 +27,10 @@ def _writer(directory: str, done_file: str) -> None:
 
 
 def test_killing_the_writer_during_saves_never_breaks_the_latest_checkpoint(tmp_path):
-    import torch  # noqa: F401 - imported once here, inherited by every forked writer
-
-    ctx = multiprocessing.get_context("fork")
+    # Writers fork from a fresh server that imported torch once: quick to start, and safe,
+    # unlike a fork of this process, whose torch thread pools other tests may have started.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "minihpc.checkpoint", __name__])
     directory, done_file = str(tmp_path / "ckpt"), str(tmp_path / "done")
     rng = random.Random(7)
     loaded_steps = []
