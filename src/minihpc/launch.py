@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timezone
 
 import psutil
+import redis
 
 from . import keys, progress
 from .config import Settings
@@ -48,6 +49,34 @@ def job_is_current(store: Store, spec: LaunchSpec) -> bool:
     )
 
 
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REDIS_RETRY = 120.0
+"""Seconds a node keeps retrying a write that must not be lost (its job's result) while
+Redis is unreachable, e.g. restarting."""
+
+
+def retrying(call, *args, what: str, deadline: float = REDIS_RETRY, **kwargs):
+    """``call(*args, **kwargs)``, retried through a Redis outage of up to ``deadline`` s."""
+    give_up = time.monotonic() + deadline
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except REDIS_ERRORS as exc:
+            if time.monotonic() >= give_up:
+                raise
+            log.warning("%s: Redis unreachable (%s); retrying", what, exc)
+            time.sleep(0.5)
+
+
+def current_or_unknown(store: Store, spec: LaunchSpec) -> bool:
+    """Whether the attempt is still current; during a Redis outage, assume it is (the ranks
+    keep running, and the next look decides)."""
+    try:
+        return job_is_current(store, spec)
+    except REDIS_ERRORS:
+        return True
+
+
 def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
     """Node rank 0 picks a free port and hands one copy to each peer; peers wait for theirs.
     None if the job ended meanwhile."""
@@ -64,7 +93,7 @@ def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
         got = store.r.blpop([key], timeout=poll)
         if got:
             return int(got[1])
-        if not job_is_current(store, spec):
+        if not current_or_unknown(store, spec):
             return None
 
 
@@ -112,14 +141,17 @@ def run_share(
     shutting_down: threading.Event,
 ) -> NodeResult:
     """Run this node's ranks of ``spec`` to the end and report the result to the store."""
-    if not job_is_current(store, spec):
+    report = lambda result: retrying(  # noqa: E731 - a job's result must reach Redis
+        store.report, spec.job_id, spec.attempt, spec.node, result, what=f"job {spec.job_id} result"
+    )
+    if not retrying(job_is_current, store, spec, what=f"job {spec.job_id} launch"):
         log.info("job %s attempt %s: no longer running, not launched", spec.job_id, spec.attempt)
-        store.report(spec.job_id, spec.attempt, spec.node, NodeResult(None))
+        report(NodeResult(None))
         return NodeResult(None)
 
-    port = agree_port(store, spec, settings.poll_interval)
+    port = retrying(agree_port, store, spec, settings.poll_interval, what=f"job {spec.job_id} rendezvous")
     if port is None:
-        store.report(spec.job_id, spec.attempt, spec.node, NodeResult(None))
+        report(NodeResult(None))
         return NodeResult(None)
 
     os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
@@ -150,7 +182,10 @@ def run_share(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        store.r.hset(keys.node(spec.node), mapping={"launcher_pid": proc.pid})
+        try:
+            store.r.hset(keys.node(spec.node), mapping={"launcher_pid": proc.pid})
+        except REDIS_ERRORS:
+            pass
         log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
         why_stopped = None
         while proc.poll() is None:
@@ -159,13 +194,16 @@ def run_share(
                 break
             except subprocess.TimeoutExpired:
                 pass
-            report = progress.read(progress_file)
-            if report is not None and report != last_progress:
-                store.record_progress(spec.job_id, spec.attempt, spec.node, report)
-                last_progress = report
+            latest = progress.read(progress_file)
+            if latest is not None and latest != last_progress:
+                try:
+                    store.record_progress(spec.job_id, spec.attempt, spec.node, latest)
+                    last_progress = latest
+                except REDIS_ERRORS:
+                    pass
             if shutting_down.is_set():
                 why_stopped = "node shutting down"
-            elif not job_is_current(store, spec):
+            elif not current_or_unknown(store, spec):
                 why_stopped = "job ended"
             if why_stopped:
                 log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, why_stopped)
@@ -181,14 +219,17 @@ def run_share(
             f"{' (' + why_stopped + ')' if why_stopped else ''} ===\n".encode()
         )
     if why_stopped == "node shutting down":
-        store.transition(
+        retrying(
+            store.transition,
             spec.job_id,
             JobState.NODE_FAIL,
             f"node {spec.node} shut down",
             attempt=spec.attempt,
             failed_node=spec.node,
+            what=f"job {spec.job_id} node failure",
+            deadline=10.0,
         )
-    store.report(spec.job_id, spec.attempt, spec.node, result)
+    report(result)
     return result
 
 

@@ -73,7 +73,7 @@ def _redis_conf(state_dir: Path, port: int, password: str) -> Path:
                 f"requirepass {password}",
                 f"dir {state_dir / 'redis'}",
                 "appendonly yes",
-                "appendfsync everysec",
+                "appendfsync always",  # see README: a submitted job survives a crash
                 'save ""',
                 "daemonize no",
                 "loglevel warning",

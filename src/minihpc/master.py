@@ -11,6 +11,7 @@ import os
 import threading
 import time
 
+import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
@@ -167,14 +168,26 @@ class Master:
 
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
+        self.reconcile_pending = True
         last_prune = 0.0
         while not self.stop.is_set():
             try:
+                if self.reconcile_pending:
+                    for job_id, what in self.store.reconcile().items():
+                        log.warning("master: reconciled job %s (%s)", job_id, what)
+                    self.reconcile_pending = False
                 self.step(time.time())
                 if time.time() - last_prune > 60:
                     self.store.prune_history()
                     last_prune = time.time()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("master: Redis unreachable (%s); retrying", exc)
+                time.sleep(self.settings.scheduler_interval)
+                continue
             except Exception:  # noqa: BLE001 - a bad pass must not stop the cluster
                 log.exception("master: scheduling pass failed")
                 time.sleep(self.settings.scheduler_interval)
-            self.store.wait_event(self.settings.scheduler_interval)
+            try:
+                self.store.wait_event(self.settings.scheduler_interval)
+            except (redis.ConnectionError, redis.TimeoutError):
+                time.sleep(self.settings.scheduler_interval)

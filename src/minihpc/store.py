@@ -241,6 +241,37 @@ class Store:
                 out[job_id] = {k: (v if k == "node" else float(v)) for k, v in data.items()}
         return out
 
+    def reconcile(self) -> dict[int, str]:
+        """Make every job's set membership agree with its state (after a crash or a restore):
+        PENDING in the pending set only, RUNNING in the active set only, ended states in the
+        ended set only. Returns {job id: what was fixed}."""
+        last = int(self.r.get(keys.JOB_SEQ) or 0)
+        fixed: dict[int, str] = {}
+        pending = {int(i) for i in self.r.smembers(keys.JOBS_PENDING)}
+        active = {int(i) for i in self.r.smembers(keys.JOBS_ACTIVE)}
+        ended = {int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, -1)}
+        states = self.job_states(range(1, last + 1))
+        with self.r.pipeline() as pipe:
+            for job_id, state in states.items():
+                want = None if state is None else (
+                    "pending" if state is JobState.PENDING else "active" if state is JobState.RUNNING else "ended"
+                )
+                have = {n for n, members in (("pending", pending), ("active", active), ("ended", ended)) if job_id in members}
+                if have == ({want} if want else set()):
+                    continue
+                pipe.srem(keys.JOBS_PENDING, job_id)
+                pipe.srem(keys.JOBS_ACTIVE, job_id)
+                pipe.zrem(keys.JOBS_ENDED, job_id)
+                if want == "pending":
+                    pipe.sadd(keys.JOBS_PENDING, job_id)
+                elif want == "active":
+                    pipe.sadd(keys.JOBS_ACTIVE, job_id)
+                elif want == "ended":
+                    pipe.zadd(keys.JOBS_ENDED, {job_id: time.time()})
+                fixed[job_id] = f"{state.value if state else 'no record'}: in {sorted(have) or 'no set'}, now {want or 'none'}"
+            pipe.execute()
+        return fixed
+
     def node_failed_jobs(self) -> list[Job]:
         """Jobs that became NODE_FAIL since the master last looked (requeue candidates)."""
         return self.get_jobs(sorted(int(i) for i in self.r.smembers(keys.JOBS_NODE_FAILED)))

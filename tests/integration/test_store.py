@@ -137,3 +137,17 @@ def test_ended_jobs_refuse_new_states(store):
     assert not store.transition(1, JobState.RUNNING, "x")
     assert store.start(1, ["a"], lambda pipe, job: None) is None
     assert store.get_job(1).state is JobState.CANCELLED
+
+
+def test_reconcile_puts_every_job_in_the_set_its_state_says(store):
+    _add(store, 1, nodes=1)
+    _add(store, 2, nodes=1)
+    store.r.set(keys.JOB_SEQ, 2)
+    store.transition(2, JobState.CANCELLED, "test")
+    store.r.srem(keys.JOBS_PENDING, 1)  # as if a write was lost
+    store.r.sadd(keys.JOBS_ACTIVE, 2)
+    fixed = store.reconcile()
+    assert set(fixed) == {1, 2}
+    assert store.r.sismember(keys.JOBS_PENDING, 1)
+    assert not store.r.sismember(keys.JOBS_ACTIVE, 2) and store.r.zscore(keys.JOBS_ENDED, 2) is not None
+    assert store.reconcile() == {}

@@ -1,0 +1,71 @@
+"""Redis is killed (SIGKILL) and restarted in the middle of a burst of 200 submits: every
+submit that was acknowledged is still there, every job ends COMPLETED, and every job's state
+agrees with the queue sets."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import redis
+
+from minihpc import keys
+from minihpc.errors import MinihpcError
+from minihpc.models import JobState
+from minihpc.store import Store, connect
+from minihpc.submit import Request, submit
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def restart_redis(cluster) -> None:
+    pids_file = cluster.state_dir / "pids.json"
+    pids = json.loads(pids_file.read_text())
+    os.kill(pids["redis"], signal.SIGKILL)
+    time.sleep(0.5)
+    log = open(cluster.state_dir / "run" / "redis.log", "ab")
+    proc = subprocess.Popen(["redis-server", str(cluster.state_dir / "redis.conf")], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    pids["redis"] = proc.pid
+    pids_file.write_text(json.dumps(pids))
+
+
+def test_no_acknowledged_job_is_lost_when_redis_is_killed_mid_burst(idle_cluster, tmp_path):
+    c = idle_cluster
+    script = tmp_path / "tiny.py"
+    script.write_text("print('tiny ok')\n")
+    store = Store(connect((c.state_dir / "redis_url").read_text().strip()))
+    acked: list[int] = []
+
+    def burst():
+        for i in range(200):
+            while True:
+                try:
+                    acked.append(submit(store, Request(script=str(script), name=f"burst-{i}")).id)
+                    break
+                except (redis.ConnectionError, redis.TimeoutError, MinihpcError):
+                    time.sleep(0.05)  # not acknowledged: the client tries again
+
+    thread = threading.Thread(target=burst)
+    thread.start()
+    wait_until(lambda: len(acked) >= 60, timeout=60, message="60 acknowledged submits")
+    restart_redis(c)
+    thread.join(timeout=120)
+    assert len(acked) == 200 and len(set(acked)) == 200
+
+    def all_done():
+        states = store.job_states(acked)
+        assert None not in states.values(), [i for i, s in states.items() if s is None]
+        return all(s is not None and s.terminal for s in states.values())
+
+    wait_until(all_done, timeout=600, interval=1, message="all 200 jobs to end")
+    jobs = store.get_jobs(acked)
+    assert {j.state for j in jobs} == {JobState.COMPLETED}, {j.id: j.state for j in jobs if j.state is not JobState.COMPLETED}
+    ended = {int(i) for i in store.r.zrange(keys.JOBS_ENDED, 0, -1)}
+    assert set(acked) <= ended
+    assert not ({int(i) for i in store.r.smembers(keys.JOBS_PENDING)} & set(acked))
+    assert store.reconcile() == {}
