@@ -5,6 +5,8 @@ checkpoint once the node is back."""
 import json
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -74,3 +76,24 @@ def test_a_job_whose_progress_stops_is_torn_down_and_requeued(idle_cluster):
     assert "hangs" in logs and logs.count("attempt 2 done") == 2
     stalled = [i for i in json.loads(c.cli("incidents", "--json").stdout) if i["kind"] == "stalled"]
     assert stalled and stalled[0]["job"] == job_id and stalled[0]["silent_for"] > 3
+
+
+def test_restarting_the_master_disturbs_no_running_job(idle_cluster, tmp_path):
+    c = idle_cluster
+    job_id = c.submit("-N", 3, JOBS / "steps.py", 16, 0.25)
+    wait_until(lambda: c.show(job_id)["state"] == "RUNNING", timeout=60, message="the job running")
+    pids_file = c.state_dir / "pids.json"
+    pids = json.loads(pids_file.read_text())
+    kill_node(c, "master")  # the scheduler and health monitor, not a node
+    waiting = c.submit("-N", 1, JOBS / "steps.py", 1, 0)  # accepted with no master up
+    log = open(c.state_dir / "run" / "master.log", "ab")
+    master = subprocess.Popen(
+        [sys.executable, "-m", "minihpc.cli", "master", "--restarter", f"local:{c.state_dir}"],
+        env=c.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    pids = json.loads(pids_file.read_text())
+    pids["master"] = master.pid
+    pids_file.write_text(json.dumps(pids))
+    job = c.wait(job_id, timeout=120)
+    assert job["state"] == "COMPLETED" and (job["attempts"], job["requeues"]) == (1, 0)
+    assert c.wait(waiting, timeout=60)["state"] == "COMPLETED"
