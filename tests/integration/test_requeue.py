@@ -3,6 +3,7 @@ requeued (a NODE_FAIL attempt, then PENDING at the front of its priority), and r
 checkpoint once the node is back."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -61,7 +62,9 @@ def test_a_job_that_always_loses_a_node_gets_exactly_max_requeues_plus_one_attem
     assert job["state"] == "NODE_FAIL", job
     assert (job["attempts"], job["requeues"]) == (4, 3)  # max_requeues defaults to 3
     logs = c.cli("logs", job_id).stdout
-    assert [int(a) for a in re.findall(r"rank 0 attempt (\d+)", logs)] == [1, 2, 3, 4]
+    # An attempt can be torn down before its ranks print; the first and last always ran.
+    printed = [int(a) for a in re.findall(r"rank 0 attempt (\d+)", logs)]
+    assert printed[0] == 1 and printed[-1] == 4 and set(printed) <= {1, 2, 3, 4}, printed
     # Every node is back (and not drained: four restarts stay within the budget of five).
     wait_until(lambda: all(n["state"] == "idle" for n in c.nodes()), timeout=60, message="all nodes idle")
 
@@ -84,7 +87,12 @@ def test_restarting_the_master_disturbs_no_running_job(idle_cluster, tmp_path):
     wait_until(lambda: c.show(job_id)["state"] == "RUNNING", timeout=60, message="the job running")
     pids_file = c.state_dir / "pids.json"
     pids = json.loads(pids_file.read_text())
-    kill_node(c, "master")  # the scheduler and health monitor, not a node
+    # Only the master's own process: agents it respawned earlier are its children.
+    os.kill(pids["master"], signal.SIGKILL)
+    try:
+        psutil.Process(pids["master"]).wait(timeout=10)
+    except psutil.NoSuchProcess:
+        pass
     waiting = c.submit("-N", 1, JOBS / "steps.py", 1, 0)  # accepted with no master up
     log = open(c.state_dir / "run" / "master.log", "ab")
     master = subprocess.Popen(
