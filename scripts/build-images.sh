@@ -11,9 +11,8 @@ cd "$(dirname "$0")/.."
 source scripts/dotenv.sh
 env_ensure
 
-conf() { local v; v=$(env_get "$1"); echo "${v:-$2}"; }
-NODE_IMAGE=$(conf MINIHPC_IMAGE minihpc/node:0.1.0)
-PYTHON_IMAGE=$(conf PYTHON_BASE_IMAGE python:3.11.13-slim-bookworm)
+NODE_IMAGE=$(setting MINIHPC_IMAGE minihpc/node:0.1.0)
+PYTHON_IMAGE=$(setting PYTHON_BASE_IMAGE python:3.11.13-slim-bookworm)
 OFFICIAL_REDIS=redis:7.2.5-bookworm
 OFFICIAL_PROMETHEUS=prom/prometheus:v2.53.1
 OFFICIAL_GRAFANA=grafana/grafana:11.1.0
@@ -64,7 +63,7 @@ offline)
     env_set PROMETHEUS_IMAGE "$OFFLINE_PROMETHEUS"
     env_set COMPOSE_PROFILES ""
     echo "==> Grafana left out: it has no Debian package and no registry is reachable to pull" \
-         "$OFFICIAL_GRAFANA. Everything else runs; Prometheus is at http://127.0.0.1:$(conf PROMETHEUS_PORT 9090)."
+         "$OFFICIAL_GRAFANA. Everything else runs; Prometheus is at http://127.0.0.1:$(setting PROMETHEUS_PORT 9090)."
     ;;
 *)
     echo "build: MINIHPC_IMAGE_SOURCE must be auto, registry or offline, not '$source_mode'" >&2

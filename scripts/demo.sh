@@ -50,11 +50,9 @@ grep 'test accuracy' <<< "$validation" | sed 's/^/model: /'
 echo "logs: /shared/logs/job-$id/ in the ${project}_logs volume (make logs ID=$id)"
 echo "checkpoints: /shared/models/job-$id/ in the ${project}_models volume"
 source scripts/dotenv.sh
-prom=${PROMETHEUS_PORT:-$(env_get PROMETHEUS_PORT)}
-echo "dashboards: Prometheus http://127.0.0.1:$prom/targets"
-profiles=${COMPOSE_PROFILES-$(env_get COMPOSE_PROFILES)}
-if [[ ",$profiles," == *,grafana,* ]]; then
-    echo "            Grafana http://127.0.0.1:${GRAFANA_PORT:-$(env_get GRAFANA_PORT)} (admin / GRAFANA_ADMIN_PASSWORD in .env)"
+echo "dashboards: Prometheus http://127.0.0.1:$(setting PROMETHEUS_PORT)/targets"
+if grafana_enabled; then
+    echo "            Grafana http://127.0.0.1:$(setting GRAFANA_PORT) (admin / GRAFANA_ADMIN_PASSWORD in .env)"
 else
     echo "            Grafana left out: no registry reachable to pull it"
 fi

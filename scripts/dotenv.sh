@@ -22,6 +22,14 @@ env_set() {  # env_set KEY VALUE: replace the line KEY=..., or append it
     mv "$tmp" "$ENV_FILE"
 }
 
+setting() {  # setting KEY [DEFAULT]: the environment wins over .env, as it does for Compose
+    local v="${!1:-}"
+    v=${v:-$(env_get "$1")}
+    echo "${v:-${2:-}}"
+}
+
+grafana_enabled() { [[ ",$(setting COMPOSE_PROFILES)," == *,grafana,* ]]; }
+
 secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(24))'; }
 
 env_ensure() {  # create .env from .env.example and generate every missing secret

@@ -9,7 +9,6 @@ env_ensure
 workers_apply "${WORKERS:-$(env_get MINIHPC_WORKERS)}"
 export COMPOSE_FILE=$(env_get COMPOSE_FILE)  # as just written, whatever the caller's environment said
 read -r -a compose <<< "${COMPOSE:-docker-compose}"
-setting() { local v="${!1:-}"; echo "${v:-$(env_get "$1")}"; }  # the environment wins over .env
 
 missing=()
 for var in MINIHPC_IMAGE REDIS_IMAGE PROMETHEUS_IMAGE; do
@@ -60,7 +59,7 @@ done
 took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 echo "==> cluster healthy in ${took}s: $(awk '{printf "%s ", $1}' <<< "$report")"
 echo "    Prometheus: http://127.0.0.1:$(setting PROMETHEUS_PORT)"
-if [[ ",$(setting COMPOSE_PROFILES)," == *,grafana,* ]]; then
+if grafana_enabled; then
     echo "    Grafana:    http://127.0.0.1:$(setting GRAFANA_PORT)  (user admin, password GRAFANA_ADMIN_PASSWORD in .env)"
 else
     echo "    Grafana:    left out (no registry to pull it from here); Prometheus has every metric"

@@ -26,13 +26,14 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import files
 
 LATEST = "LATEST"
 FENCE = "FENCE"
@@ -73,7 +74,7 @@ def claim(directory: str | os.PathLike, attempt: int) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     with _locked(directory):
         if attempt > fence(directory):
-            _write_atomically(directory / FENCE, f"{attempt}\n".encode())
+            files.replace(directory / FENCE, f"{attempt}\n".encode(), durable=True)
 
 
 @dataclass(frozen=True)
@@ -81,30 +82,6 @@ class Loaded:
     step: int
     path: Path
     state: Any
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; checkpoints are for every user of the cluster
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def file_name(step: int) -> str:
@@ -140,7 +117,7 @@ def save(
         newest = fence(directory)
         if attempt is not None and newest > attempt:
             raise Fenced(f"attempt {attempt} may not write {directory}: attempt {newest} has taken over")
-        _write_atomically(path, data)
+        files.replace(path, data, durable=True)
         manifest = {
             "step": step,
             "file": path.name,
@@ -149,8 +126,8 @@ def save(
             "saved_at": time.time(),
             "attempt": attempt,
         }
-        _write_atomically(path.with_suffix(".json"), json.dumps(manifest, sort_keys=True).encode())
-        _write_atomically(directory / LATEST, (path.name + "\n").encode())
+        files.replace(path.with_suffix(".json"), json.dumps(manifest, sort_keys=True).encode(), durable=True)
+        files.replace(directory / LATEST, (path.name + "\n").encode(), durable=True)
         prune(directory, keep)
     return path
 

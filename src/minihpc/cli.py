@@ -101,6 +101,11 @@ def _print_json(data) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+def _clock(ts: float) -> str:
+    """HH:MM:SS.mmm, for event streams."""
+    return time.strftime("%H:%M:%S", time.localtime(ts)) + f".{int(ts * 1000) % 1000:03d}"
+
+
 def _fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts)) if ts else "Unknown"
 
@@ -132,6 +137,9 @@ def cmd_submit(args, settings: Settings) -> int:
     return 0
 
 
+QUEUE_HEADERS = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+
+
 def _queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
     return [
         [
@@ -158,13 +166,12 @@ def _queue_jobs(store: Store, include_ended: bool) -> list[Job]:
 
 def cmd_queue(args, settings: Settings) -> int:
     store = _store(settings)
-    headers = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
 
     def once() -> str:
         jobs = _queue_jobs(store, args.all)
         if args.json:
             return json.dumps([j.to_json() for j in jobs], indent=2, sort_keys=True)
-        return render(headers, _queue_rows(jobs, time.time()))
+        return render(QUEUE_HEADERS, _queue_rows(jobs, time.time()))
 
     if not args.watch:
         print(once())
@@ -198,7 +205,6 @@ def _nodes_table(nodes, now: float) -> str:
 
 def cmd_monitor(args, settings: Settings) -> int:
     store = _store(settings)
-    headers = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
     tty = sys.stdout.isatty()
     try:
         while True:
@@ -210,7 +216,7 @@ def cmd_monitor(args, settings: Settings) -> int:
                 f"minihpc  {time.strftime('%H:%M:%S')}  nodes {up}/{len(nodes)} up  "
                 f"jobs {sum(j.state is JobState.RUNNING for j in jobs)} running, "
                 f"{sum(j.state is JobState.PENDING for j in jobs)} pending  (Ctrl-C to stop)\n\n"
-                f"{_nodes_table(nodes, now)}\n\n{render(headers, _queue_rows(jobs, now))}\n"
+                f"{_nodes_table(nodes, now)}\n\n{render(QUEUE_HEADERS, _queue_rows(jobs, now))}\n"
             )
             sys.stdout.write(("\x1b[H\x1b[2J" if tty else "\n") + frame)
             sys.stdout.flush()
@@ -345,8 +351,7 @@ def _watch_nodes(store: Store, interval: float) -> int:
                 beat = f" (last heartbeat {time.time() - seen:.1f}s ago)" if seen else ""
                 was = old.value if old else "(new)"
                 now = new.value if new else "(gone)"
-                print(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} "
-                      f"{name:<16} {was:>6} -> {now}{beat}", flush=True)
+                print(f"{_clock(time.time())} {name:<16} {was:>6} -> {now}{beat}", flush=True)
             before = after
             time.sleep(interval)
     except KeyboardInterrupt:
@@ -398,11 +403,10 @@ def cmd_nodes(args, settings: Settings) -> int:
 
 
 def _incident_line(i: dict) -> str:
-    at = time.strftime("%H:%M:%S", time.localtime(i["at"])) + f".{int(i['at'] * 1000) % 1000:03d}"
     extra = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                      for k, v in sorted(i.items()) if k not in ("at", "kind", "node", "job") and v is not None)
     job = f"job {i['job']}" if i.get("job") is not None else ""
-    return f"{at}  {i['kind']:<15} {i.get('node') or '-':<16} {job:<8} {extra}".rstrip()
+    return f"{_clock(i['at'])}  {i['kind']:<15} {i.get('node') or '-':<16} {job:<8} {extra}".rstrip()
 
 
 def cmd_incidents(args, settings: Settings) -> int:
@@ -500,6 +504,7 @@ def cmd_down(args, settings: Settings) -> int:
 def cmd_master(args, settings: Settings) -> int:
     from .config import shared_layout
     from .master import Master
+    from .restart import from_spec
 
     sd_file = None
     if args.shared_dir:
@@ -508,8 +513,6 @@ def cmd_master(args, settings: Settings) -> int:
         store = _store(settings)
         store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), created_at=str(time.time())))
         sd_file = os.path.join(args.shared_dir, "prometheus", "targets.json")
-    from .restart import from_spec
-
     master = Master(settings, sd_file=args.prometheus_sd_file or sd_file, restarter=from_spec(args.restarter))
     signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
     try:

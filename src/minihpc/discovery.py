@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
+from . import files
 from .models import NodeStatus
 
 
@@ -32,11 +32,6 @@ def write_atomically(path: str, groups: list[dict]) -> bool:
                 return False
     except FileNotFoundError:
         pass
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".targets-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    files.replace(path, text.encode("utf-8"))
     return True

@@ -97,7 +97,10 @@ class Master:
         return dispatch
 
     def step(self, now: float) -> scheduler.Plan:
-        """One pass: time limits, lost nodes, then scheduling."""
+        """One pass: end running jobs that must end (time limit, lost node, no progress, a held
+        failure), requeue node failures, then schedule. The ending checks share one snapshot:
+        every transition is guarded by the job's current state, so a job two checks pick is
+        ended once."""
         store = self.store
         nodes = store.node_statuses()
         self.publish_targets(nodes)
@@ -116,7 +119,6 @@ class Master:
                 failed_node=node,
             ):
                 log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
-        running = store.running_jobs()
         progress = store.progress(j.id for j in running)
         for job_id, silent in scheduler.stalled(running, progress, now, self.settings.progress_timeout).items():
             if store.transition(
@@ -124,7 +126,6 @@ class Master:
             ):
                 store.incident("stalled", None, job_id, silent_for=silent)
                 log.warning("job %s: no progress for %.0fs; tearing it down to requeue it", job_id, silent)
-        running = store.running_jobs()
         grace = self.settings.node_timeout + 2 * self.settings.heartbeat_interval
         for job in running:
             if job.failing_since is not None:

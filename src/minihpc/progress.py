@@ -15,6 +15,8 @@ import json
 import os
 import time
 
+from . import files
+
 ENV = "MINIHPC_PROGRESS_FILE"
 
 
@@ -23,10 +25,7 @@ def report(step: int, **metrics: float) -> None:
     if not path:
         return
     record = {"step": int(step), "at": time.time(), **{k: float(v) for k, v in metrics.items()}}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-    os.replace(tmp, path)
+    files.replace(path, json.dumps(record).encode())
 
 
 def read(path: str) -> dict | None:

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import psutil
 
+from . import files
 from .errors import UsageError
 
 
@@ -48,9 +49,7 @@ class LocalRestarter:
                 env=dict(os.environ, **spec.get("env", {})), start_new_session=True,
             )
         pids[node] = proc.pid
-        tmp = pids_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(pids))
-        os.replace(tmp, pids_file)
+        files.replace(pids_file, json.dumps(pids).encode())
 
 
 class DockerRestarter:

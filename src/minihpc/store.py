@@ -60,6 +60,19 @@ def _short(exc: Exception) -> str:
     return text.split(". ")[-1] if text else type(exc).__name__
 
 
+def _held_by(pipe, nodes: Iterable[str], job_id: int) -> list[str]:
+    """Those of ``nodes`` whose allocation is ``job_id``'s (read in a WATCHed pipeline)."""
+    return [n for n in nodes if _text(pipe.get(keys.node_alloc(n))) == str(job_id)]
+
+
+def _free(pipe, nodes: list[str]) -> None:
+    """Release ``nodes`` inside the transaction and wake the master if any were."""
+    for n in nodes:
+        pipe.delete(keys.node_alloc(n))
+    if nodes:
+        pipe.rpush(keys.EVENTS, f"freed {','.join(nodes)}")
+
+
 def _text(value) -> str | None:
     if value is None:
         return None
@@ -185,13 +198,10 @@ class Store:
             results_key = keys.job_results(job.id, job.attempts)
             pipe.watch(results_key)
             done = [_text(n) for n in pipe.hkeys(results_key)] if new.terminal else []
-            free = [n for n in done if _text(pipe.get(keys.node_alloc(n))) == str(job.id)]
+            free = _held_by(pipe, done, job.id)
             pipe.multi()
             self._write_transition(pipe, job, new, reason, fields)
-            for n in free:
-                pipe.delete(keys.node_alloc(n))
-            if free:
-                pipe.rpush(keys.EVENTS, f"freed {','.join(free)}")
+            _free(pipe, free)
             return True
 
         return self._atomic([keys.job(job_id)], body)
@@ -391,9 +401,7 @@ class Store:
                 # A stale attempt frees its node unless the current attempt holds it again.
                 reused = job.state is JobState.RUNNING and node in job.nodes
                 candidates = [] if reused else [node]
-            releasable = [
-                n for n in candidates if _text(pipe.get(keys.node_alloc(n))) == str(job_id)
-            ]
+            releasable = _held_by(pipe, candidates, job_id)
             pipe.multi()
             pipe.hset(results_key, node, json.dumps(result.to_dict()))
             if current and outcome is None and starts_failure(job, result):
@@ -411,10 +419,7 @@ class Store:
                         "failed_node": outcome.failed_node,
                     },
                 )
-            for n in releasable:
-                pipe.delete(keys.node_alloc(n))
-            if releasable:
-                pipe.rpush(keys.EVENTS, f"freed {','.join(releasable)}")
+            _free(pipe, releasable)
             return outcome
 
         return self._atomic([keys.job(job_id)], body)

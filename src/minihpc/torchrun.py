@@ -11,16 +11,14 @@ import json
 import os
 import sys
 
+from . import files
 from .outcome import from_returncode, signal_name
 
 
 def _write(path: str | None, result: dict) -> None:
     if not path:
         return
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, path)
+    files.replace(path, json.dumps(result).encode())
 
 
 def main(argv: list[str]) -> int:
