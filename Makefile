@@ -88,7 +88,7 @@ validate-model: ## Test accuracy of a trained MNIST model: make validate-model [
 		--data-root /shared/data $(if $(ID),--job $(ID))
 
 ##@ Operations
-.PHONY: monitor health watch-recovery
+.PHONY: monitor health watch-recovery drill
 monitor: ## Live view of nodes, queue and running jobs (Ctrl-C ends it).
 	$(NEED_COMPOSE)
 	@$(IN_MASTER) minihpc monitor
@@ -105,6 +105,11 @@ health: ## Containers' health, every node's state and heartbeat, and recent inci
 watch-recovery: ## Live: node down, restarted, back, jobs requeued, with times (try: docker kill a worker).
 	$(NEED_COMPOSE)
 	@$(IN_MASTER) minihpc incidents --follow -n 10
+
+drill: venv ## Inject a fault, time the recovery: make drill KIND=stop|kill|pause|disconnect|redis-restart NODE=worker-node-1
+	@if [ -z "$(KIND)" ]; then echo "usage: make drill KIND=stop|kill|pause|disconnect|redis-restart [NODE=worker-node-1] [JOB=id] [DURATION=s]" >&2; exit 2; fi
+	@VENV=$(VENV) bash scripts/drill.sh $(KIND) $(if $(NODE),--node $(NODE)) $(if $(JOB),--job $(JOB)) \
+		$(if $(DURATION),--duration $(DURATION)) $(if $(JSON),--json)
 
 ##@ Local mode (every node a process on this machine; no Docker)
 .PHONY: local-up local-down local-demo

@@ -5,9 +5,12 @@
     make submit JOB=jobs/train_mnist_distributed.py NODES=3
 
 Each rank reads its own shard (DistributedSampler). Rank 0 saves a checkpoint to the job's
-directory on the shared models volume ($MINIHPC_CHECKPOINT_DIR) every --checkpoint-every steps
-and at the end; on start every rank resumes from the latest valid checkpoint, so a requeued
-job continues where it was. Rank 0 logs loss and samples/s.
+directory on the shared models volume ($MINIHPC_CHECKPOINT_DIR) every --checkpoint-every steps,
+at the end, and when SIGTERM asks the job to stop (a graceful `docker stop` of any node: all
+ranks agree on the step, rank 0 saves it, and the job exits 143 to be requeued). On start every
+rank resumes from the latest valid checkpoint (model, optimizer, random states; the step gives
+the sampler's position), so a requeued job continues where it was. Rank 0 logs loss and
+samples/s.
 """
 #MINIHPC --nodes 3
 #MINIHPC --time 30
@@ -23,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
-from minihpc import checkpoint, progress
+from minihpc import checkpoint, preempt, progress
 
 
 def parse_args():
@@ -42,6 +45,7 @@ def parse_args():
 
 def main() -> int:
     args = parse_args()
+    stop = preempt.StopRequest()
     torch.set_num_threads(1)  # ranks share a node's cores; oversubscription slows everyone
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -67,6 +71,7 @@ def main() -> int:
         model.module.load_state_dict(found.state["model"])
         optimizer.load_state_dict(found.state["optimizer"])
         step = found.state["step"]
+        checkpoint.set_rng_state(found.state.get("rng", {}))
         if rank == 0:
             print(f"resumed from {found.path} at step {step} of {total_steps}", flush=True)
     elif rank == 0:
@@ -79,6 +84,7 @@ def main() -> int:
                 "step": step,
                 "model": model.module.state_dict(),
                 "optimizer": optimizer.state_dict(),
+                "rng": checkpoint.rng_state(),
                 "world_size": world,
                 "args": vars(args),
             })
@@ -110,6 +116,8 @@ def main() -> int:
                 window_start, window_samples = time.perf_counter(), 0
             if step % args.checkpoint_every == 0:
                 save()
+            if stop.agreed():
+                return stopped(step, save)
             if step >= total_steps:
                 break
     save()
@@ -117,6 +125,18 @@ def main() -> int:
         print(f"done: {step} steps, final loss {loss.item():.4f}, checkpoint in {args.checkpoint_dir}", flush=True)
     dist.destroy_process_group()
     return 0
+
+
+def stopped(step: int, save) -> int:
+    """Asked to stop (SIGTERM on some rank): checkpoint this step and leave, not as a success."""
+    try:
+        save()
+        if dist.get_rank() == 0:
+            print(f"stopping at step {step}: SIGTERM; checkpoint saved", flush=True)
+    except checkpoint.Fenced as exc:
+        print(f"stopping at step {step}: SIGTERM; not saved: {exc}", flush=True)
+    dist.destroy_process_group()
+    return preempt.EXIT_CODE
 
 
 if __name__ == "__main__":

@@ -197,3 +197,42 @@ def load_latest(
             state = torch.load(path, map_location=map_location, weights_only=True)
             return Loaded(step=int(_NAME.match(path.name).group(1)), path=path, state=state)
     return None
+
+
+def rng_state() -> dict:
+    """Every random generator a training step may draw from (Python's, torch's CPU and CUDA
+    ones, NumPy's when installed), in a form :func:`load_latest` can read back safely."""
+    import random
+
+    import torch
+
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    try:
+        import numpy
+    except ImportError:
+        return state
+    kind, keys, pos, has_gauss, gauss = numpy.random.get_state()
+    state["numpy"] = (kind, keys.tolist(), int(pos), int(has_gauss), float(gauss))
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` captured (parts missing from ``state`` are left alone)."""
+    import random
+
+    import torch
+
+    if "python" in state:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "torch" in state:
+        torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state:
+        import numpy
+
+        kind, keys, pos, has_gauss, gauss = state["numpy"]
+        numpy.random.set_state((kind, numpy.array(keys, dtype=numpy.uint32), pos, has_gauss, gauss))

@@ -371,6 +371,8 @@ def cmd_nodes(args, settings: Settings) -> int:
                 raise UsageError(f"node {name} is up; stop it before forgetting it")
             print(f"forgot node {name}")
         return 0
+    if args.drain or args.resume:
+        return _drain_or_resume(_store(settings), args.drain, args.resume, args.reason)
     nodes = _store(settings).node_statuses()
     if args.check:
         state = {n.name: n for n in nodes}.get(args.check)
@@ -399,6 +401,22 @@ def cmd_nodes(args, settings: Settings) -> int:
         )
         return 0
     print(_nodes_table(nodes, time.time()))
+    return 0
+
+
+def _drain_or_resume(store: Store, drain: list[str] | None, resume: list[str] | None, reason: str) -> int:
+    known = {n.name for n in store.node_statuses()}
+    for name in (drain or []) + (resume or []):
+        if name not in known:
+            raise UsageError(f"node {name!r} is not registered")
+    for name in drain or []:
+        store.drain(name, reason)
+        store.incident("drained", name, reason=reason)
+        print(f"drained {name}: it takes no new jobs ({reason})")
+    for name in resume or []:
+        store.undrain(name)
+        store.incident("resumed", name)
+        print(f"resumed {name}: it takes jobs again; its restart history is cleared")
     return 0
 
 
@@ -537,6 +555,27 @@ def cmd_node(args, settings: Settings) -> int:
     )
 
 
+def cmd_drill(args, settings: Settings) -> int:
+    from . import drill, faults
+
+    kind = faults.check_kind(args.kind)
+    if kind != "redis-restart" and not args.node:
+        raise UsageError(f"drill {kind} needs --node NAME (the node to hit)")
+    store = _store(settings)
+    if args.node and args.node not in {n.name for n in store.node_statuses()}:
+        raise UsageError(f"no node named {args.node!r} in this cluster")
+    job_id = _job_id(args.job) if args.job else None
+    injector = faults.ComposeFaults(args.compose) if args.compose else faults.LocalFaults(args.state_dir)
+    duration = args.duration if args.duration is not None else {"pause": 60.0, "disconnect": 30.0}.get(kind, 0.0)
+    result = drill.run(store, injector, kind, args.node, job_id, duration=duration, timeout=args.timeout,
+                       log=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(drill.format_drill(result))
+    return 0 if drill.finished(result) and result.job_state != JobState.FAILED.value else 1
+
+
 def cmd_restart_proxy(args, settings: Settings) -> int:
     from .restart_proxy import serve
 
@@ -597,6 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
     p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
     p.add_argument("--forget", nargs="+", metavar="NODE", default=None, help="remove DOWN nodes from the registry")
+    p.add_argument("--drain", nargs="+", metavar="NODE", default=None, help="take no new jobs on NODE (a running job ends normally)")
+    p.add_argument("--reason", default="drained by an operator", help="why (with --drain)")
+    p.add_argument("--resume", nargs="+", metavar="NODE", default=None,
+                   help="put drained NODEs back in service and clear their restart history (like scontrol ... state=resume)")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between looks (with --watch)")
     p.set_defaults(func=cmd_nodes)
 
@@ -653,6 +696,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
     p.add_argument("--restarter", default=None, help="the master's restarter (with --master)")
     p.set_defaults(func=cmd_node)
+
+    p = sub.add_parser("drill", help="inject a fault into a node and measure detection, restart and resume")
+    p.add_argument("kind", help="stop, kill, pause, disconnect or redis-restart")
+    p.add_argument("--node", default=None, help="the node to hit (not for redis-restart)")
+    p.add_argument("--job", default=None, help="the job to follow (default: the one running on the node)")
+    p.add_argument("--duration", type=float, default=None, help="seconds a pause (60) or disconnect (30) lasts")
+    p.add_argument("--timeout", type=float, default=180.0, help="give up measuring after this many seconds")
+    p.add_argument("--compose", metavar="PROJECT", default=None,
+                   help="hit this Compose project's containers (run it on the Docker host); default: the local cluster")
+    p.add_argument("--state-dir", default=state_default, help="the local cluster's state (without --compose)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_drill)
 
     p = sub.add_parser("restart-proxy", help="restart this Compose project's node containers on request")
     p.add_argument("--port", type=int, default=8700)

@@ -25,6 +25,9 @@ JOB_RENDEZVOUS = "minihpc:job:{0}:rdzv:{1}"
 JOB_PROGRESS = "minihpc:job:{0}:progress"
 """Hash: the newest progress report of job {0} (attempt, step, at, node, and job metrics)."""
 
+JOB_STEPS = "minihpc:job:{0}:steps"
+"""Hash: "<attempt>:first" and "<attempt>:last" -> JSON {step, at} of job {0}'s progress reports
+in each attempt: when an attempt trained its first step, and how far it got (drills, reports)."""
 JOBS_PENDING = "minihpc:jobs:pending"
 """Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
 
@@ -79,6 +82,10 @@ def job_rendezvous(job_id: int, attempt: int) -> str:
 
 def job_progress(job_id: int) -> str:
     return JOB_PROGRESS.format(job_id)
+
+
+def job_steps(job_id: int) -> str:
+    return JOB_STEPS.format(job_id)
 
 
 def node(name: str) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import redis
 
+from . import files
 from .config import shared_layout
 from .errors import UsageError
 from .store import Store
@@ -164,6 +165,22 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
         time.sleep(0.1)
     log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
     return url
+
+
+def restart_redis(state_dir: Path) -> None:
+    """Crash the local cluster's Redis (SIGKILL) and start it again on its data (a drill, a test)."""
+    pids_file = state_dir / "pids.json"
+    pids = json.loads(pids_file.read_text())
+    old = pids["redis"]
+    try:
+        proc = psutil.Process(old)
+        proc.kill()
+        proc.wait(timeout=10)
+    except psutil.NoSuchProcess:
+        pass
+    server = shutil.which("redis-server") or "redis-server"
+    pids["redis"] = _spawn([server, str(state_dir / "redis.conf")], state_dir / "run" / "redis.log", dict(os.environ))
+    files.replace(pids_file, json.dumps(pids).encode())
 
 
 def _tree(pid: int) -> list[psutil.Process]:

@@ -235,7 +235,20 @@ class Store:
 
     def record_progress(self, job_id: int, attempt: int, node: str, report: dict) -> None:
         data = {"attempt": attempt, "node": node, **report}
-        self.r.hset(keys.job_progress(job_id), mapping={k: str(v) for k, v in data.items()})
+        mark = json.dumps({"step": report.get("step"), "at": report.get("at")})
+        with self.r.pipeline() as pipe:
+            pipe.hset(keys.job_progress(job_id), mapping={k: str(v) for k, v in data.items()})
+            pipe.hsetnx(keys.job_steps(job_id), f"{attempt}:first", mark)
+            pipe.hset(keys.job_steps(job_id), f"{attempt}:last", mark)
+            pipe.execute()
+
+    def attempt_steps(self, job_id: int) -> dict[int, dict[str, dict]]:
+        """{attempt: {"first": {step, at}, "last": {step, at}}} from the job's progress reports."""
+        out: dict[int, dict[str, dict]] = {}
+        for field, value in self.r.hgetall(keys.job_steps(job_id)).items():
+            attempt, _, which = _text(field).partition(":")
+            out.setdefault(int(attempt), {})[which] = json.loads(value)
+        return out
 
     def progress(self, job_ids: Iterable[int]) -> dict[int, dict]:
         """The newest progress report of each job that has one: {id: {attempt, step, at, ...}}."""
@@ -451,7 +464,11 @@ class Store:
         self.r.set(keys.node_drain(node), reason)
 
     def undrain(self, node: str) -> bool:
-        return bool(self.r.delete(keys.node_drain(node)))
+        """Back in service, with a clean slate: its old restarts no longer count towards draining it."""
+        with self.r.pipeline() as pipe:
+            pipe.delete(keys.node_drain(node))
+            pipe.delete(keys.node_restarts(node))
+            return bool(pipe.execute()[0])
 
     def forget_node(self, node: str) -> bool:
         """Remove a DOWN node from the registry (a worker scaled away); False if it is up."""
@@ -483,7 +500,7 @@ class Store:
         old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
         with self.r.pipeline() as pipe:
             for job_id in old:
-                pipe.delete(keys.job(job_id))
+                pipe.delete(keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id))
             pipe.zrem(keys.JOBS_ENDED, *old)
             pipe.execute()
 

@@ -2,17 +2,13 @@
 submit that was acknowledged is still there, every job ends COMPLETED, and every job's state
 agrees with the queue sets."""
 
-import json
-import os
-import signal
-import subprocess
 import threading
 import time
 
 import pytest
 import redis
 
-from minihpc import keys
+from minihpc import keys, local
 from minihpc.errors import MinihpcError
 from minihpc.models import JobState
 from minihpc.store import Store, connect
@@ -23,15 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def restart_redis(cluster) -> None:
-    pids_file = cluster.state_dir / "pids.json"
-    pids = json.loads(pids_file.read_text())
-    os.kill(pids["redis"], signal.SIGKILL)
-    time.sleep(0.5)
-    log = open(cluster.state_dir / "run" / "redis.log", "ab")
-    proc = subprocess.Popen(["redis-server", str(cluster.state_dir / "redis.conf")], stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    pids["redis"] = proc.pid
-    pids_file.write_text(json.dumps(pids))
+    local.restart_redis(cluster.state_dir)
 
 
 def test_no_acknowledged_job_is_lost_when_redis_is_killed_mid_burst(idle_cluster, tmp_path):

@@ -77,3 +77,17 @@ def test_the_attempt_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIHPC_ATTEMPT", "2")
     with pytest.raises(checkpoint.Fenced):
         checkpoint.save(tmp_path, 1, state(1))
+
+
+def test_random_states_round_trip_through_a_checkpoint(tmp_path):
+    import random
+
+    import numpy
+    import torch
+
+    torch.manual_seed(3), random.seed(3), numpy.random.seed(3)
+    checkpoint.save(tmp_path, 1, {"rng": checkpoint.rng_state()}, attempt=1)
+    expected = (torch.rand(3).tolist(), random.random(), numpy.random.rand())
+    torch.manual_seed(99), random.seed(99), numpy.random.seed(99)
+    checkpoint.set_rng_state(checkpoint.load_latest(tmp_path, attempt=1).state["rng"])
+    assert (torch.rand(3).tolist(), random.random(), numpy.random.rand()) == expected

@@ -1,0 +1,63 @@
+"""The drill's figures, from the incidents and per-attempt steps the cluster recorded."""
+
+import pytest
+
+from minihpc.drill import Drill, finished, format_drill, summarize
+from minihpc.errors import UsageError
+from minihpc.faults import check_kind
+
+T = 1000.0
+
+
+def incident(kind, at, node="worker-node-1"):
+    return {"kind": kind, "at": T + at, "node": node, "job": None}
+
+
+def mark(step, at):
+    return {"step": step, "at": T + at}
+
+
+def test_figures_count_from_the_fault_and_ignore_earlier_and_other_nodes_incidents():
+    incidents = [
+        incident("down", -50), incident("back", -40),  # an earlier outage
+        incident("down", 0.5, node="worker-node-2"),
+        incident("down", 2.4), incident("restart", 2.5), incident("back", 7.9),
+    ]
+    steps = {2: {"first": mark(1, -60), "last": mark(57, -0.1)}, 3: {"first": mark(51, 11.2), "last": mark(80, 20)}}
+    d = summarize(Drill("kill", "worker-node-1", 4, T, attempt=2), incidents, steps)
+    assert d.detected == pytest.approx(2.4)
+    assert d.back == pytest.approx(7.9)
+    assert d.resumed == pytest.approx(11.2)
+    assert (d.last_step, d.resumed_from, d.steps_lost) == (57, 50, 7)
+    assert finished(d)
+
+
+def test_not_finished_until_the_job_resumes_or_ends():
+    steps = {1: {"first": mark(1, -10), "last": mark(30, -0.2)}}
+    d = summarize(Drill("stop", "worker-node-1", 1, T, attempt=1), [incident("down", 0.3), incident("back", 6)], steps)
+    assert d.resumed is None and not finished(d)
+    d.job_state = "FAILED"
+    assert finished(d)
+
+
+def test_a_back_before_the_down_is_not_the_node_coming_back():
+    d = summarize(Drill("pause", "worker-node-1", None, T), [incident("back", 0.1), incident("down", 3.0)], {})
+    assert d.detected == pytest.approx(3.0) and d.back is None and not finished(d)
+
+
+def test_redis_restart_counts_a_job_that_trained_on_as_losing_nothing():
+    d = Drill("redis-restart", None, 5, T, attempt=1, redis_back=1.5)
+    summarize(d, [], {1: {"first": mark(1, -30), "last": mark(90, 2.0)}})
+    assert d.kept_running and d.steps_lost == 0 and finished(d)
+    assert "kept running" in format_drill(d)
+
+
+def test_redis_restart_waits_for_a_step_after_redis_is_back():
+    d = Drill("redis-restart", None, 5, T, attempt=1, redis_back=1.5)
+    summarize(d, [], {1: {"first": mark(1, -30), "last": mark(90, 1.0)}})
+    assert not d.kept_running and not finished(d)
+
+
+def test_unknown_kinds_are_refused_by_name():
+    with pytest.raises(UsageError, match="unknown drill 'reboot'"):
+        check_kind("reboot")
