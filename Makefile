@@ -123,7 +123,7 @@ local-demo: venv ## A local 3-node cluster running jobs/hello.py across all thre
 	@bash scripts/demo-local.sh
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-e2e bench lock
+.PHONY: venv test test-unit test-integration test-e2e bench bench-recovery lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/venv.sh
 
@@ -139,8 +139,12 @@ test-integration: venv ## Only the integration tests (real redis-server, agents,
 test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 	@$(PY) -m pytest tests/e2e -p no:cacheprovider
 
-bench: venv ## Benchmark the engine against raw torchrun and raw rq (bench/results/).
+bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, then recovery drills.
 	@$(PY) scripts/bench.py
+	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
+
+bench-recovery: venv ## Only the recovery benchmark: DRILLS (10) each of stop and kill, p50/p95/max.
+	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
 
 lock: ## Re-pin constraints.txt from requirements.txt (needs PyPI).
 	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install --quiet -r requirements.txt && \

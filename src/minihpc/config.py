@@ -18,7 +18,7 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 HEARTBEAT_INTERVAL = 0.5
 """Seconds between two heartbeats of a node agent."""
 
-NODE_TIMEOUT = 3.0
+NODE_TIMEOUT = 2.5
 """Seconds of heartbeat silence after which a node is DOWN (its alive key expires)."""
 
 KILL_WAIT = 3.0

@@ -49,3 +49,10 @@ def decide(restarts: list[float], down_since: float, now: float, policy: Restart
         return Action.DRAIN
     # Like a crash-loop backoff, the delay counts from the failure, not from the restart.
     return Action.RESTART if now - down_since >= backoff(len(done), policy) else Action.WAIT
+
+
+def next_lapse(heartbeats: list[float | None], now: float, timeout: float) -> float | None:
+    """Seconds until the first of these live nodes' heartbeats lapses (when it would be DOWN),
+    or None when there is none. The master wakes then, so detection is not late by a pass."""
+    due = [hb + timeout - now for hb in heartbeats if hb is not None]
+    return max(0.0, min(due)) if due else None

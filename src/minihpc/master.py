@@ -19,7 +19,7 @@ from . import discovery, keys, scheduler
 from .config import Settings
 from .launcher import LaunchSpec
 from .models import Job, JobState, NodeStatus
-from .health import RestartPolicy
+from .health import RestartPolicy, next_lapse
 from .monitor import HealthMonitor
 from .outcome import held_failure
 from .restart import Restarter
@@ -67,6 +67,7 @@ class Master:
         self.store = Store(connect(settings.redis_url))
         self.stop = threading.Event()
         self.sd_file = sd_file
+        self.live_heartbeats: list[float | None] = []
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
             budget=settings.restart_budget,
@@ -103,6 +104,7 @@ class Master:
         ended once."""
         store = self.store
         nodes = store.node_statuses()
+        self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
         self.monitor.step(nodes, now)
         by_name = {n.name: n for n in nodes}
@@ -167,6 +169,13 @@ class Master:
                 self.store.settle_node_failure(job.id)
                 log.warning("job %s: NODE_FAIL for good, %s requeues used", job.id, job.requeues)
 
+    def pause(self) -> float:
+        """How long to sleep until the next pass: the scheduler interval, or less when a node's
+        heartbeat lapses sooner (a little after, so its alive key is gone by then)."""
+        lapse = next_lapse(self.live_heartbeats, time.time(), self.settings.node_timeout)
+        interval = self.settings.scheduler_interval
+        return interval if lapse is None else min(interval, lapse + 0.02)
+
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
         self.reconcile_pending = True
@@ -189,6 +198,6 @@ class Master:
                 log.exception("master: scheduling pass failed")
                 time.sleep(self.settings.scheduler_interval)
             try:
-                self.store.wait_event(self.settings.scheduler_interval)
+                self.store.wait_event(self.pause())
             except (redis.ConnectionError, redis.TimeoutError):
                 time.sleep(self.settings.scheduler_interval)

@@ -26,6 +26,7 @@ class HealthMonitor:
         self.node_timeout = node_timeout
         self.in_flight: dict[str, threading.Thread] = {}
         self.alive: dict[str, bool] = {}
+        self.down_since: dict[str, float] = {}
 
     def step(self, nodes: list[NodeStatus], now: float) -> None:
         for node in nodes:
@@ -35,8 +36,10 @@ class HealthMonitor:
             running = self.in_flight.get(node.name)
             if running is not None and running.is_alive():
                 continue
-            # The alive key lapses node_timeout after the last heartbeat: that is when it went DOWN.
-            down_since = (node.last_heartbeat or now) + self.node_timeout
+            # When this monitor saw it go DOWN; else (a restarted master) when its alive key
+            # lapsed, node_timeout after the last heartbeat -- or sooner, if its agent dropped
+            # the key on a graceful stop.
+            down_since = self.down_since.get(node.name, min(now, (node.last_heartbeat or now) + self.node_timeout))
             history = self.store.restarts(node.name)
             action = decide(history, down_since, now, self.policy)
             if action is Action.RESTART:
@@ -57,10 +60,12 @@ class HealthMonitor:
         if before is None or before == node.alive:
             return
         if node.alive:
+            self.down_since.pop(node.name, None)
             self.store.incident("back", node.name)
             log.info("node %s: back", node.name)
         else:
             silent = now - node.last_heartbeat if node.last_heartbeat else None
+            self.down_since[node.name] = now
             self.store.incident("down", node.name, silent_for=silent)
             log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
 

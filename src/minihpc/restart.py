@@ -32,24 +32,52 @@ class LocalRestarter:
 
     def __init__(self, state_dir: str | Path):
         self.state_dir = Path(state_dir)
+        self.spawned: dict[str, subprocess.Popen] = {}
 
     def restart(self, node: str) -> None:
         spec = json.loads((self.state_dir / "run" / "nodes.json").read_text())[node]
         pids_file = self.state_dir / "pids.json"
         pids = json.loads(pids_file.read_text())
+        for proc in self.spawned.values():
+            proc.poll()  # reap agents we respawned earlier that have died since
         old = pids.get(node)
-        if old and psutil.pid_exists(old):  # hung rather than dead: make room first
-            procs = [psutil.Process(old)] + psutil.Process(old).children(recursive=True)
-            for p in procs:
-                p.kill()
-            psutil.wait_procs(procs, timeout=5)
+        if old and _running(old):
+            _make_room(psutil.Process(old))
         with open(spec["log"], "ab") as out:
             proc = subprocess.Popen(
                 spec["argv"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=dict(os.environ, **spec.get("env", {})), start_new_session=True,
             )
+        self.spawned[node] = proc
         pids[node] = proc.pid
         files.replace(pids_file, json.dumps(pids).encode())
+
+
+def _make_room(old: psutil.Process, grace: float = 5.0) -> None:
+    """The old agent is still there: stopping (let it finish tearing its job down, which
+    may save a checkpoint) or hung, e.g. paused (kill it and everything it started)."""
+    try:
+        procs = [old, *old.children(recursive=True)]
+        if old.status() != psutil.STATUS_STOPPED:
+            old.terminate()
+            if not psutil.wait_procs([old], timeout=grace)[1]:
+                procs = [p for p in procs if p.is_running()]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child nobody reaped yet holds its pid)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 class DockerRestarter:

@@ -107,7 +107,7 @@ class Store:
 
     def wait_event(self, timeout: float) -> bool:
         """Block until a wake-up arrives or ``timeout`` passes; drain the rest."""
-        got = self.r.blpop([keys.EVENTS], timeout=timeout)
+        got = self.r.blpop([keys.EVENTS], timeout=max(0.01, timeout))  # 0 would block for ever
         if got:
             self.r.delete(keys.EVENTS)
         return bool(got)
