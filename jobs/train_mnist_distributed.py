@@ -55,12 +55,16 @@ def main() -> int:
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     model = DDP(mnist.Net())
+    timer = progress.StepTimer()
+    timer.hook_allreduce(model)  # before any backward pass, as DDP requires
+    reports = int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
     # DDP lays its gradient buckets out again after the first backward pass, and the layout
     # decides the order in which gloo sums each gradient. One throwaway pass here gives every
     # attempt, fresh or resumed, the same layout for every real step, so a resumed run repeats
     # the uninterrupted run's losses exactly.
     model(torch.zeros(1, 1, 28, 28)).sum().backward()
     model.zero_grad(set_to_none=True)
+    timer.lap()  # the throwaway pass is not a step
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * args.epochs
@@ -95,16 +99,24 @@ def main() -> int:
     while step < total_steps:
         epoch, skip = divmod(step, steps_per_epoch)
         sampler.set_epoch(epoch)
-        for i, (images, labels) in enumerate(loader):
+        batches = iter(loader)
+        for i in range(steps_per_epoch):
             if i < skip:  # resuming mid-epoch: the same order, so skip what was trained
+                next(batches)
                 continue
+            with timer.phase("data"):
+                images, labels = next(batches)
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(images), labels)
-            loss.backward()
-            optimizer.step()
+            with timer.phase("forward"):
+                loss = F.cross_entropy(model(images), labels)
+            with timer.phase("backward"):
+                loss.backward()
+            with timer.phase("optimizer"):
+                optimizer.step()
             step += 1
-            if rank == 0:
-                progress.report(step, total=total_steps, loss=loss.item())
+            if reports:
+                progress.report(step, total=total_steps, loss=loss.item(), rank=rank, grad_norm=grad_norm(model),
+                                **timer.lap(samples=len(labels) * world))
             if loss_log is not None:
                 loss_log.write(f"{attempt} {step} {loss.item():.10e}\n")
                 loss_log.flush()
@@ -125,6 +137,11 @@ def main() -> int:
         print(f"done: {step} steps, final loss {loss.item():.4f}, checkpoint in {args.checkpoint_dir}", flush=True)
     dist.destroy_process_group()
     return 0
+
+
+def grad_norm(model) -> float:
+    norms = [p.grad.detach().norm() for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)).item() if norms else 0.0
 
 
 def stopped(step: int, save) -> int:

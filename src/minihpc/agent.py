@@ -13,6 +13,7 @@ import socket
 import threading
 
 import psutil
+import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
@@ -85,7 +86,7 @@ class NodeAgent:
         queue.empty()
         metrics = ""
         if self.metrics_port is not None:
-            collector = NodeCollector(self.name, self._current_job)
+            collector = NodeCollector(self.name, self._current_job, self._models_dir)
             metrics = f"{self.addr}:{exporter.serve(self.metrics_port, collector)}"
         self.store.register_node(
             self.name,
@@ -97,6 +98,13 @@ class NodeAgent:
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
         log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
+
+    def _models_dir(self) -> str | None:
+        """Where checkpoints go (the shared volume that fills up first), once the master has said."""
+        try:
+            return self.store.cluster_info().get("checkpoint_dir")
+        except redis.RedisError:
+            return None
 
     def _current_job(self) -> int | None:
         alloc = self.store.r.get(keys.node_alloc(self.name))

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from .parsing import (
     parse_time_limit,
 )
 from .store import Store, connect
+from . import training
 from .tables import human_bytes, render
 
 
@@ -212,11 +214,16 @@ def cmd_monitor(args, settings: Settings) -> int:
             nodes = store.node_statuses()
             jobs = _queue_jobs(store, include_ended=False)
             up = sum(1 for n in nodes if n.alive)
+            running = [j for j in jobs if j.state is JobState.RUNNING]
+            reports = store.progress(j.id for j in running)
+            trained = [training.row(j.id, j.name, reports.get(j.id), store.attempt_steps(j.id).get(j.attempts))
+                       for j in running]
             frame = (
                 f"minihpc  {time.strftime('%H:%M:%S')}  nodes {up}/{len(nodes)} up  "
-                f"jobs {sum(j.state is JobState.RUNNING for j in jobs)} running, "
+                f"jobs {len(running)} running, "
                 f"{sum(j.state is JobState.PENDING for j in jobs)} pending  (Ctrl-C to stop)\n\n"
                 f"{_nodes_table(nodes, now)}\n\n{render(QUEUE_HEADERS, _queue_rows(jobs, now))}\n"
+                + (f"\n{render(training.HEADERS, trained)}\n" if trained else "")
             )
             sys.stdout.write(("\x1b[H\x1b[2J" if tty else "\n") + frame)
             sys.stdout.flush()
@@ -532,6 +539,12 @@ def cmd_master(args, settings: Settings) -> int:
         store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), created_at=str(time.time())))
         sd_file = os.path.join(args.shared_dir, "prometheus", "targets.json")
     master = Master(settings, sd_file=args.prometheus_sd_file or sd_file, restarter=from_spec(args.restarter))
+    if args.metrics_port is not None:
+        from . import exporter
+        from .cluster_exporter import ClusterCollector
+
+        port = exporter.serve(args.metrics_port, ClusterCollector(master.store))
+        master.cluster_metrics = f"{args.addr or socket.gethostname()}:{port}"
     signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
     try:
         master.run()
@@ -551,7 +564,8 @@ def cmd_node(args, settings: Settings) -> int:
     from .node import commands, supervise
 
     return supervise(
-        commands(args.name, args.master, args.shared_dir, args.metrics_port, args.addr, args.restarter)
+        commands(args.name, args.master, args.shared_dir, args.metrics_port, args.addr, args.restarter,
+                 args.cluster_metrics_port)
     )
 
 
@@ -678,6 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--restarter", default=None, help="how DOWN nodes are restarted: local:STATE_DIR, docker:URL or none"
     )
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve the cluster's metrics (nodes, queue, jobs, training) on this port (0: any free one)")
+    p.add_argument("--addr", default=None, help="address Prometheus reaches the metrics at (default: hostname)")
     p.set_defaults(func=cmd_master)
 
     p = sub.add_parser("agent", help="run a node agent (a cluster daemon)")
@@ -695,6 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
     p.add_argument("--restarter", default=None, help="the master's restarter (with --master)")
+    p.add_argument("--cluster-metrics-port", type=int, default=None, help="the master's cluster metrics port (with --master)")
     p.set_defaults(func=cmd_node)
 
     p = sub.add_parser("drill", help="inject a fault into a node and measure detection, restart and resume")

@@ -13,13 +13,17 @@ from . import files
 from .models import NodeStatus
 
 
-def targets(nodes: list[NodeStatus]) -> list[dict]:
-    """One file-SD group per node that runs an exporter, labelled with its node name."""
-    return [
-        {"targets": [n.metrics], "labels": {"node": n.name}}
+def targets(nodes: list[NodeStatus], cluster: str | None = None) -> list[dict]:
+    """One file-SD group per node that runs an exporter, labelled with its node name, and one
+    for the master's cluster exporter (``component="cluster"``) when it runs one."""
+    groups = [
+        {"targets": [n.metrics], "labels": {"node": n.name, "component": "node"}}
         for n in sorted(nodes, key=lambda n: n.name)
         if n.metrics
     ]
+    if cluster:
+        groups.append({"targets": [cluster], "labels": {"component": "cluster"}})
+    return groups
 
 
 def write_atomically(path: str, groups: list[dict]) -> bool:

@@ -28,6 +28,9 @@ JOB_PROGRESS = "minihpc:job:{0}:progress"
 JOB_STEPS = "minihpc:job:{0}:steps"
 """Hash: "<attempt>:first" and "<attempt>:last" -> JSON {step, at} of job {0}'s progress reports
 in each attempt: when an attempt trained its first step, and how far it got (drills, reports)."""
+JOB_SERIES = "minihpc:job:{0}:series"
+"""List: JSON progress reports of job {0} as its agents forwarded them (every node, sampled at
+the agents' poll rate; capped), for `minihpc report`."""
 JOBS_PENDING = "minihpc:jobs:pending"
 """Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
 
@@ -61,6 +64,10 @@ NODE_RESTARTS = "minihpc:node:{0}:restarts"
 INCIDENTS = "minihpc:incidents"
 """List: JSON incidents, newest first (node down / restarted / back / drained, job requeued); capped."""
 
+STATS_COUNTERS = "minihpc:stats:counters"
+"""Hash: "<name>|<label value>" -> count, monotonic (jobs ended by state, requeues, restarts)."""
+STATS_HISTOGRAM = "minihpc:stats:hist:{0}"
+"""Hash: histogram {0}: "<bucket index>" -> observations in that bucket, plus "sum" and "count"."""
 EVENTS = "minihpc:events"
 """List: wake-ups for the master (submit, node freed, cancel). Contents are informative only."""
 
@@ -86,6 +93,14 @@ def job_progress(job_id: int) -> str:
 
 def job_steps(job_id: int) -> str:
     return JOB_STEPS.format(job_id)
+
+
+def stats_histogram(name: str) -> str:
+    return STATS_HISTOGRAM.format(name)
+
+
+def job_series(job_id: int) -> str:
+    return JOB_SERIES.format(job_id)
 
 
 def node(name: str) -> str:

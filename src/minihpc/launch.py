@@ -165,6 +165,17 @@ def run_share(
     progress_file = result_file.replace(".json", ".progress")
     env[progress.ENV] = progress_file
     last_progress = None
+
+    def forward_progress() -> None:
+        nonlocal last_progress
+        latest = progress.read(progress_file)
+        if latest is not None and latest != last_progress:
+            try:
+                store.record_progress(spec.job_id, spec.attempt, spec.node, latest)
+                last_progress = latest
+            except REDIS_ERRORS:
+                pass
+
     argv = [sys.executable, "-m", "minihpc.torchrun", *torchrun_args(spec, port)]
 
     with open(spec.log_path, "ab", buffering=0) as out:
@@ -194,13 +205,7 @@ def run_share(
                 break
             except subprocess.TimeoutExpired:
                 pass
-            latest = progress.read(progress_file)
-            if latest is not None and latest != last_progress:
-                try:
-                    store.record_progress(spec.job_id, spec.attempt, spec.node, latest)
-                    last_progress = latest
-                except REDIS_ERRORS:
-                    pass
+            forward_progress()
             if shutting_down.is_set():
                 why_stopped = "node shutting down"
             elif not current_or_unknown(store, spec):
@@ -210,6 +215,7 @@ def run_share(
                 teardown(proc, settings.kill_wait)
                 break
         returncode = proc.wait()
+        forward_progress()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
         if os.path.exists(progress_file):
             os.unlink(progress_file)
         result = _read_result(result_file, returncode)

@@ -142,8 +142,12 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
     }
     (run_dir / "nodes.json").write_text(json.dumps(agents))
     (run_dir / "nodes.json").chmod(0o600)
+    # The master serves the cluster's metrics and keeps Prometheus's file-SD targets (every
+    # node's exporter and its own) in prometheus/targets.json for a Prometheus the user runs.
     pids["master"] = _spawn(
-        python + ["master", "--restarter", f"local:{state_dir}"], run_dir / "master.log", env
+        python + ["master", "--restarter", f"local:{state_dir}", "--metrics-port", "0", "--addr", "127.0.0.1",
+                  "--prometheus-sd-file", str(state_dir / "prometheus" / "targets.json")],
+        run_dir / "master.log", env,
     )
     for name in names:
         pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env)

@@ -68,6 +68,7 @@ class Master:
         self.stop = threading.Event()
         self.sd_file = sd_file
         self.live_heartbeats: list[float | None] = []
+        self.cluster_metrics: str | None = None
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
             budget=settings.restart_budget,
@@ -76,7 +77,7 @@ class Master:
         self.monitor = HealthMonitor(self.store, restarter, policy, settings.node_timeout)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
-        if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes)):
+        if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
             log.info("master: Prometheus targets now %s", ", ".join(n.name for n in nodes if n.metrics))
 
     def _dispatcher(self, nodes: dict[str, NodeStatus], cluster: dict[str, str]):

@@ -60,8 +60,10 @@ class HealthMonitor:
         if before is None or before == node.alive:
             return
         if node.alive:
-            self.down_since.pop(node.name, None)
-            self.store.incident("back", node.name)
+            since = self.down_since.pop(node.name, None)
+            if since is not None:
+                self.store.observe("node_recovery_seconds", now - since)
+            self.store.incident("back", node.name, down_for=None if since is None else now - since)
             log.info("node %s: back", node.name)
         else:
             silent = now - node.last_heartbeat if node.last_heartbeat else None

@@ -26,6 +26,7 @@ def commands(
     metrics_port: int | None = None,
     addr: str | None = None,
     restarter: str | None = None,
+    cluster_metrics_port: int | None = None,
 ) -> list[list[str]]:
     """The daemons of node ``name``: the master's command first when it runs here."""
     python = [sys.executable, "-m", "minihpc.cli"]
@@ -35,6 +36,8 @@ def commands(
             python + ["master"]
             + (["--shared-dir", shared_dir] if shared_dir else [])
             + (["--restarter", restarter] if restarter else [])
+            + (["--metrics-port", str(cluster_metrics_port)] if cluster_metrics_port is not None else [])
+            + (["--addr", addr] if addr and cluster_metrics_port is not None else [])
         )
     agent = python + ["agent", "--name", name]
     if addr:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 import redis
 
-from . import keys
+from . import keys, stats
 from .errors import ClusterUnavailable, NotFound
 from .models import Job, JobState, NodeStatus, can_transition
 from .outcome import NodeResult, Outcome, after_report, starts_failure
@@ -77,6 +77,12 @@ def _text(value) -> str | None:
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+SERIES_KEPT = 5000
+"""Progress reports kept per job for plots (about 1.5 MB at most)."""
+SERIES_TTL = 7 * 86400
+"""Seconds an ended job's progress reports are kept (`minihpc report` needs them)."""
 
 
 class Store:
@@ -212,6 +218,10 @@ class Store:
         update.update({k: "" if v is None else str(v) for k, v in fields.items()})
         if new.terminal:
             update["ended_at"] = str(now)
+            stats.count(pipe, "jobs_ended", new.value)
+            pipe.expire(keys.job_series(job.id), SERIES_TTL)
+            if job.started_at is not None and job.state is JobState.RUNNING:
+                stats.observe(pipe, "job_run_seconds", now - job.started_at)
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.srem(keys.JOBS_ACTIVE, job.id)
             pipe.zadd(keys.JOBS_ENDED, {job.id: now})
@@ -239,8 +249,25 @@ class Store:
         with self.r.pipeline() as pipe:
             pipe.hset(keys.job_progress(job_id), mapping={k: str(v) for k, v in data.items()})
             pipe.hsetnx(keys.job_steps(job_id), f"{attempt}:first", mark)
-            pipe.hset(keys.job_steps(job_id), f"{attempt}:last", mark)
+            self._raise_last(pipe, keys.job_steps(job_id), f"{attempt}:last", mark, report.get("step", 0))
+            pipe.rpush(keys.job_series(job_id), json.dumps(data))
+            pipe.ltrim(keys.job_series(job_id), -SERIES_KEPT, -1)
             pipe.execute()
+
+    # Ranks report from every node: "last" keeps the furthest step any of them reached.
+    _RAISE_LAST = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if (not current) or tonumber(cjson.decode(current)['step']) <= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+"""
+
+    def _raise_last(self, pipe, key: str, field: str, mark: str, step) -> None:
+        pipe.eval(self._RAISE_LAST, 1, key, field, mark, int(step or 0))
+
+    def series(self, job_id: int) -> list[dict]:
+        """Every progress report kept for the job, oldest first (see keys.JOB_SERIES)."""
+        return [json.loads(x) for x in self.r.lrange(keys.job_series(job_id), 0, -1)]
 
     def attempt_steps(self, job_id: int) -> dict[int, dict[str, dict]]:
         """{attempt: {"first": {step, at}, "last": {step, at}}} from the job's progress reports."""
@@ -323,6 +350,8 @@ class Store:
             pipe.zrem(keys.JOBS_ENDED, job_id)
             pipe.sadd(keys.JOBS_PENDING, job_id)
             pipe.srem(keys.JOBS_NODE_FAILED, job_id)
+            stats.count(pipe, "job_requeues")
+            pipe.persist(keys.job_series(job_id))
             pipe.rpush(keys.EVENTS, f"requeued {job_id}")
             return True
 
@@ -366,6 +395,7 @@ class Store:
                 return None
             if any(pipe.exists(keys.node_alloc(n)) for n in nodes):
                 return None
+            waited = time.time() - job.submitted_at if job.attempts == 0 else None
             job.state = JobState.RUNNING
             job.reason = "None"
             job.nodes = list(nodes)
@@ -383,6 +413,8 @@ class Store:
             pipe.hset(keys.job(job.id), mapping=job.to_redis())
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.sadd(keys.JOBS_ACTIVE, job.id)
+            if waited is not None:
+                stats.observe(pipe, "job_wait_seconds", waited)
             dispatch(pipe, job)
             return job
 
@@ -441,6 +473,11 @@ class Store:
 
     INCIDENTS_KEPT = 1000
 
+    def observe(self, name: str, value: float) -> None:
+        with self.r.pipeline() as pipe:
+            stats.observe(pipe, name, value)
+            pipe.execute()
+
     def incident(self, kind: str, node: str | None = None, job: int | None = None, **detail) -> None:
         record = {"at": time.time(), "kind": kind, "node": node, "job": job, **detail}
         with self.r.pipeline() as pipe:
@@ -453,6 +490,7 @@ class Store:
 
     def record_restart(self, node: str, at: float) -> None:
         with self.r.pipeline() as pipe:
+            stats.count(pipe, "node_restarts", node)
             pipe.lpush(keys.node_restarts(node), at)
             pipe.ltrim(keys.node_restarts(node), 0, 99)
             pipe.execute()
@@ -500,7 +538,8 @@ class Store:
         old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
         with self.r.pipeline() as pipe:
             for job_id in old:
-                pipe.delete(keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id))
+                pipe.delete(keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id),
+                            keys.job_series(job_id))
             pipe.zrem(keys.JOBS_ENDED, *old)
             pipe.execute()
 

@@ -8,6 +8,7 @@ import re
 import subprocess
 import time
 
+from tests import panels
 from tests.conftest import wait_until
 
 
@@ -61,8 +62,9 @@ def test_a_stopped_worker_checkpoints_on_sigterm_and_the_job_loses_no_step(idle)
     job_id = start_training_and_wait_for_a_checkpoint(idle)
     d = drill(idle, "stop", "worker-node-2")
     logs = check_recovery(idle, job_id, d)
-    assert d["steps_lost"] == 0 and d["resumed_from"] == d["last_step"], d
-    assert f"stopping at step {d['resumed_from']}: SIGTERM; checkpoint saved" in logs
+    stopped = int(re.search(r"stopping at step (\d+): SIGTERM; checkpoint saved", logs)[1])
+    assert re.search(rf"resumed from \S+ at step {stopped} ", logs), logs[-3000:]
+    assert d["resumed_from"] == stopped and d["steps_lost"] == 0, d
 
 
 def test_a_worker_cut_off_the_network_for_30s_comes_back_and_the_job_resumes(idle):
@@ -116,3 +118,21 @@ def test_a_node_that_keeps_dying_is_drained_and_resume_puts_it_back(idle):
     wait_until(lambda: node_state(idle, node)["state"] == "idle", timeout=120, interval=1, message=f"{node} back")
     job_id = idle.submit("jobs/hello.py", nodes=3)
     assert idle.wait(job_id, timeout=180)["state"] == "COMPLETED"
+
+
+def test_every_dashboard_panel_returns_data_while_training_runs(idle):
+    # After the drills above, so the recovery panels have failures and recoveries to show.
+    prometheus = f"http://127.0.0.1:{idle.env['PROMETHEUS_PORT']}"
+    wait_until(lambda: len(panels.query(prometheus, 'up{job="minihpc"} == 1')) == 4, timeout=90, interval=1,
+               message="Prometheus scraping three nodes and the cluster exporter")
+    job_id = start_training_and_wait_for_a_checkpoint(idle, epochs=400)
+    try:
+        wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job="{job_id}"}}'), timeout=60,
+                   interval=1, message="training metrics in Prometheus")
+        time.sleep(12)  # two 5 s scrapes of every counter inside rate()'s window
+        rows = panels.run_all(prometheus)
+        print("\n" + panels.table(rows))
+        empty = [f"{board}: {panel}" for board, panel, _, finite in rows if finite == 0]
+        assert not empty, panels.table(rows)
+    finally:
+        idle.minihpc("cancel", job_id)

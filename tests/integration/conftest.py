@@ -21,7 +21,9 @@ class Cluster:
     def __init__(self, state_dir: Path, port: int):
         self.state_dir = state_dir
         self.port = port
-        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir))
+        # Many tests here kill nodes on purpose; a real budget would drain them part-way
+        # through the suite (draining is tested in e2e and in tests/unit/test_health.py).
+        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100")
         self.env.pop("MINIHPC_REDIS_URL", None)
 
     def cli(self, *args, check=True, timeout=120, env=None, input=None):

@@ -61,3 +61,14 @@ def test_redis_restart_waits_for_a_step_after_redis_is_back():
 def test_unknown_kinds_are_refused_by_name():
     with pytest.raises(UsageError, match="unknown drill 'reboot'"):
         check_kind("reboot")
+
+
+def test_monitor_training_row_shows_progress_loss_throughput_and_eta():
+    from minihpc.training import eta, row
+
+    marks = {"first": {"step": 21, "at": 100.0}, "last": {"step": 61, "at": 120.0}}  # 2 steps/s
+    report = {"step": 61, "total": 161, "loss": 0.12345, "samples_per_second": 2950.4}
+    assert eta(61, 161, marks["first"], marks["last"]) == 50.0
+    assert row(4, "train", report, marks) == ["4", "train", "61/161", "38%", "0.1235", "2950", "0:50"]
+    assert row(5, "hello", None, None)[-1] == "(no progress reported yet)"
+    assert eta(10, None, marks["first"], marks["last"]) is None

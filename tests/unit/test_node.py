@@ -42,10 +42,12 @@ def node(name, metrics=None, alive=True):
 
 
 def test_discovery_lists_nodes_with_an_exporter():
-    groups = discovery.targets([node("worker-node-1", "worker-node-1:9100"), node("b"), node("a", "a:9100")])
+    groups = discovery.targets([node("worker-node-1", "worker-node-1:9100"), node("b"), node("a", "a:9100")],
+                               cluster="master-node:9101")
     assert groups == [
-        {"targets": ["a:9100"], "labels": {"node": "a"}},
-        {"targets": ["worker-node-1:9100"], "labels": {"node": "worker-node-1"}},
+        {"targets": ["a:9100"], "labels": {"node": "a", "component": "node"}},
+        {"targets": ["worker-node-1:9100"], "labels": {"node": "worker-node-1", "component": "node"}},
+        {"targets": ["master-node:9101"], "labels": {"component": "cluster"}},
     ]
 
 

@@ -1,0 +1,37 @@
+"""Every panel query of every committed Grafana dashboard, run through a real Prometheus's
+HTTP API: shared by the local-mode integration test and the Compose end-to-end test."""
+
+import json
+import math
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+DASHBOARDS = sorted((Path(__file__).resolve().parents[1] / "grafana" / "dashboards").glob("*.json"))
+
+
+def query(base_url: str, expr: str) -> list[dict]:
+    url = f"{base_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body = json.load(resp)
+    assert body["status"] == "success", (expr, body)
+    return body["data"]["result"]
+
+
+def run_all(base_url: str) -> list[tuple[str, str, int, int]]:
+    """(dashboard, panel, series returned, of which finite) for every panel, over all its targets."""
+    rows = []
+    for path in DASHBOARDS:
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            series = finite = 0
+            for target in panel["targets"]:
+                for item in query(base_url, target["expr"]):
+                    series += 1
+                    finite += math.isfinite(float(item["value"][1]))
+            rows.append((board["title"], panel["title"], series, finite))
+    return rows
+
+
+def table(rows) -> str:
+    return "\n".join(f"{board} | {panel} | {series} series ({finite} finite)" for board, panel, series, finite in rows)
