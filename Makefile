@@ -88,7 +88,7 @@ validate-model: ## Test accuracy of a trained MNIST model: make validate-model [
 		--data-root /shared/data $(if $(ID),--job $(ID))
 
 ##@ Operations
-.PHONY: monitor health watch-recovery drill
+.PHONY: monitor health watch-recovery drill report
 monitor: ## Live view of nodes, queue and running jobs (Ctrl-C ends it).
 	$(NEED_COMPOSE)
 	@$(IN_MASTER) minihpc monitor
@@ -108,8 +108,12 @@ watch-recovery: ## Live: node down, restarted, back, jobs requeued, with times (
 
 drill: venv ## Inject a fault, time the recovery: make drill KIND=stop|kill|pause|disconnect|redis-restart NODE=worker-node-1
 	@if [ -z "$(KIND)" ]; then echo "usage: make drill KIND=stop|kill|pause|disconnect|redis-restart [NODE=worker-node-1] [JOB=id] [DURATION=s]" >&2; exit 2; fi
-	@VENV=$(VENV) bash scripts/drill.sh $(KIND) $(if $(NODE),--node $(NODE)) $(if $(JOB),--job $(JOB)) \
+	@VENV=$(VENV) bash scripts/host-cli.sh drill $(KIND) $(if $(NODE),--node $(NODE)) $(if $(JOB),--job $(JOB)) \
 		$(if $(DURATION),--duration $(DURATION)) $(if $(JSON),--json)
+
+report: venv ## Plots and a summary of a job in reports/job-ID/: make report ID=3
+	@if [ -z "$(ID)" ]; then echo "usage: make report ID=<job id>" >&2; exit 2; fi
+	@VENV=$(VENV) bash scripts/host-cli.sh report $(ID) --out reports/job-$(ID)
 
 ##@ Local mode (every node a process on this machine; no Docker)
 .PHONY: local-up local-down local-demo

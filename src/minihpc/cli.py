@@ -590,6 +590,18 @@ def cmd_drill(args, settings: Settings) -> int:
     return 0 if drill.finished(result) and result.job_state != JobState.FAILED.value else 1
 
 
+def cmd_report(args, settings: Settings) -> int:
+    from . import report
+
+    job_id = _job_id(args.job_id)
+    out = Path(args.out or f"minihpc-report-job-{job_id}")
+    summary = report.write(_store(settings), job_id, out)
+    for name in ("loss.png", "throughput.png", "step_time.png", "timeline.png"):
+        print(out / name)
+    print(summary)
+    return 0
+
+
 def cmd_restart_proxy(args, settings: Settings) -> int:
     from .restart_proxy import serve
 
@@ -715,13 +727,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-metrics-port", type=int, default=None, help="the master's cluster metrics port (with --master)")
     p.set_defaults(func=cmd_node)
 
+    p = sub.add_parser("report", help="PNG plots (loss, throughput, step time per rank, timeline) and a summary of a job")
+    p.add_argument("job_id")
+    p.add_argument("--out", default=None, help="directory to write (default: minihpc-report-job-ID)")
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("drill", help="inject a fault into a node and measure detection, restart and resume")
     p.add_argument("kind", help="stop, kill, pause, disconnect or redis-restart")
     p.add_argument("--node", default=None, help="the node to hit (not for redis-restart)")
     p.add_argument("--job", default=None, help="the job to follow (default: the one running on the node)")
     p.add_argument("--duration", type=float, default=None, help="seconds a pause (60) or disconnect (30) lasts")
     p.add_argument("--timeout", type=float, default=180.0, help="give up measuring after this many seconds")
-    p.add_argument("--compose", metavar="PROJECT", default=None,
+    p.add_argument("--compose", metavar="PROJECT", default=os.environ.get("MINIHPC_COMPOSE_PROJECT"),
                    help="hit this Compose project's containers (run it on the Docker host); default: the local cluster")
     p.add_argument("--state-dir", default=state_default, help="the local cluster's state (without --compose)")
     p.add_argument("--json", action="store_true")

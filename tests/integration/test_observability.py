@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from tests import panels
 from tests.conftest import free_port, wait_until
@@ -108,3 +109,18 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
     c.wait(job_id)
     wait_until(lambda: not panels.query(prometheus, "minihpc_job_step"), timeout=30, interval=0.5,
                message="the job's series to go once it ended")
+
+    # Its report: four plots and a summary of both attempts and the failure between them.
+    out = tmp_path / "report"
+    printed = [Path(p) for p in c.cli("report", job_id, "--out", out).stdout.split()]
+    assert [p.name for p in printed] == ["loss.png", "throughput.png", "step_time.png", "timeline.png", "summary.md"]
+    for png in printed[:4]:
+        with Image.open(png) as image:
+            assert image.format == "PNG" and image.size == (900, 420)
+            assert len(image.getcolors(1 << 16)) > 8, png  # axes, labels and data, not a blank canvas
+    summary = printed[4].read_text()
+    print(f"\n{out}\n{summary}")
+    assert "**CANCELLED** after 2 attempt(s), 1 requeue(s)" in summary
+    assert "- attempt 1: " in summary and "- attempt 2: " in summary
+    assert all(f"| rank {r} |" in summary for r in range(3))
+    assert "down worker-node-1" in summary and "back worker-node-1" in summary

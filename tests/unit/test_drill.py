@@ -72,3 +72,17 @@ def test_monitor_training_row_shows_progress_loss_throughput_and_eta():
     assert row(4, "train", report, marks) == ["4", "train", "61/161", "38%", "0.1235", "2950", "0:50"]
     assert row(5, "hello", None, None)[-1] == "(no progress reported yet)"
     assert eta(10, None, marks["first"], marks["last"]) is None
+
+
+def test_report_splits_loss_by_attempt_and_step_time_by_rank():
+    from minihpc.report import attempt_spans, loss_by_attempt, phases_by_rank
+
+    series = [
+        {"attempt": 1, "rank": 0, "step": 1, "at": 10.0, "loss": 2.0, "forward_seconds": 0.01, "data_seconds": 0.03},
+        {"attempt": 1, "rank": 1, "step": 1, "at": 10.1, "loss": 2.2, "forward_seconds": 0.03},
+        {"attempt": 2, "rank": 0, "step": 2, "at": 30.0, "loss": 1.5, "forward_seconds": 0.03, "data_seconds": 0.01},
+    ]
+    assert loss_by_attempt(series) == {"attempt 1": [(1.0, 2.0)], "attempt 2": [(2.0, 1.5)]}
+    assert phases_by_rank(series) == {"rank 0": {"forward": pytest.approx(0.02), "data": pytest.approx(0.02)},
+                                      "rank 1": {"forward": pytest.approx(0.03)}}
+    assert attempt_spans(series) == [("attempt 1", 10.0, 10.1), ("attempt 2", 30.0, 30.0)]
