@@ -36,5 +36,10 @@ WORKDIR /shared/jobs
 ENTRYPOINT ["python3", "-m", "minihpc.entrypoint"]
 CMD ["--help"]
 
-# Only what .dockerignore lets through: src/, jobs/, and the files above.
+# Only what .dockerignore lets through: src/, jobs/, and the files above. Compiled here, as
+# root: the nodes run as minihpc and cannot write __pycache__ there, so every job's processes
+# would otherwise compile these modules again on every start.
 COPY . /opt/minihpc/
+USER root
+RUN python3 -m compileall -q /opt/minihpc/src /opt/minihpc/jobs
+USER minihpc

@@ -11,7 +11,8 @@ Targets (p95): detected <= 3 s, node back <= 10 s, resumed <= 15 s.
 
 It uses its own cluster, so it never disturbs yours: the Compose project minihpc-bench (real
 containers; the default when Docker answers) or a local-mode cluster (--cluster local). Its
-restart budget and max requeues are raised, since one job is drilled over and over.
+restart budget and max requeues are raised, since one job is drilled over and over, and each
+node's restart history is cleared before each drill, so every drill is a first failure.
 
 Writes bench/results/recovery.json and recovery.md and prints the table.
 """
@@ -150,6 +151,9 @@ def main() -> int:
         for i in range(args.drills * 2):
             kind, node = ("kill", "stop")[i % 2], WORKERS[(i // 2) % 2]
             ready(store, job_id)
+            # Every drill measures a node's first failure: without this, the restart backoff
+            # for a node that keeps failing (1, 2, 4, ... s) would grow from drill to drill.
+            store.undrain(node)
             d = drill.run(store, injector, kind, node, job_id, timeout=120, log=lambda *_: None)
             print(f"  {i + 1:>2}. {kind:<4} {node}: detected {d.detected}, back {d.back}, resumed {d.resumed}, "
                   f"steps lost {d.steps_lost}" + (f" ({'; '.join(d.notes)})" if d.notes else ""), flush=True)

@@ -165,9 +165,18 @@ def run_share(
     progress_file = result_file.replace(".json", ".progress")
     env[progress.ENV] = progress_file
     last_progress = None
+    first_forwarded = False
 
     def forward_progress() -> None:
-        nonlocal last_progress
+        nonlocal last_progress, first_forwarded
+        if not first_forwarded and os.path.exists(progress.first_path(progress_file)):
+            first = progress.read(progress.first_path(progress_file))
+            try:
+                if first is not None:
+                    store.record_progress(spec.job_id, spec.attempt, spec.node, first)
+                    first_forwarded = True
+            except REDIS_ERRORS:
+                pass
         latest = progress.read(progress_file)
         if latest is not None and latest != last_progress:
             try:
@@ -216,8 +225,9 @@ def run_share(
                 break
         returncode = proc.wait()
         forward_progress()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
-        if os.path.exists(progress_file):
-            os.unlink(progress_file)
+        for path in (progress_file, progress.first_path(progress_file)):
+            if os.path.exists(path):
+                os.unlink(path)
         result = _read_result(result_file, returncode)
         out.write(
             f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"

@@ -94,12 +94,24 @@ class StepTimer:
         return out
 
 
+_first_reported: set[str] = set()
+
+
 def report(step: int, **metrics: float) -> None:
     path = os.environ.get(ENV)
     if not path:
         return
-    record = {"step": int(step), "at": time.time(), **{k: float(v) for k, v in metrics.items()}}
-    files.replace(path, json.dumps(record).encode())
+    record = json.dumps({"step": int(step), "at": time.time(), **{k: float(v) for k, v in metrics.items()}}).encode()
+    if path not in _first_reported:
+        # The agent samples the latest report; this attempt's first one is kept apart, so the
+        # cluster knows exactly when training (re)started and from which step.
+        _first_reported.add(path)
+        files.replace(first_path(path), record)
+    files.replace(path, record)
+
+
+def first_path(path: str) -> str:
+    return path + ".first"
 
 
 def read(path: str) -> dict | None:

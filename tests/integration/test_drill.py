@@ -39,7 +39,8 @@ def test_a_graceful_stop_checkpoints_the_step_it_stopped_at_and_loses_nothing(tr
     assert d["job"] == job_id and d["attempt"] == 1
     assert d["detected"] is not None and d["back"] is not None and d["resumed"] is not None, d
     logs = c.cli("logs", job_id).stdout
-    assert f"stopping at step {d['resumed_from']}: SIGTERM; checkpoint saved" in logs
+    (c.state_dir / "stop-drill.log").write_text(json.dumps(d) + "\n" + logs)
+    assert f"stopping at step {d['resumed_from']}: SIGTERM; checkpoint saved" in logs, c.state_dir
     assert d["steps_lost"] == 0 and d["resumed_from"] == d["last_step"], d
     job = c.wait(job_id, timeout=300)
     assert (job["state"], job["attempts"], job["requeues"]) == ("COMPLETED", 2, 1)
