@@ -82,6 +82,29 @@ def test_a_worker_paused_for_60s_is_restarted_and_its_stale_attempt_changes_noth
     assert d["back"] < 60, d  # the monitor restarted it rather than wait for the unpause
 
 
+KILL_ONE_RANK = """
+import psutil
+launchers = [p for p in psutil.process_iter(["cmdline"]) if "minihpc.torchrun" in " ".join(p.info["cmdline"] or [])]
+ranks = [c for p in launchers for c in p.children()]
+assert ranks, "no rank running"
+for rank in ranks:
+    rank.kill()
+print([r.pid for r in ranks])
+"""
+
+
+def test_killing_one_rank_fails_the_job_with_that_signal_and_frees_every_node(idle):
+    # Its node stays up, so this is the job's own fault: FAILED with the rank's real signal,
+    # not requeued, and the other two nodes' ranks are torn down.
+    job_id = start_training_and_wait_for_a_checkpoint(idle)
+    idle.docker_compose("exec", "-T", "worker-node-1", "python3", "-c", KILL_ONE_RANK)
+    job = idle.wait(job_id, timeout=300)
+    assert (job["state"], job["exit_code"], job["signal"], job["attempts"]) == ("FAILED", 137, "SIGKILL", 1), job
+    assert job["failed_node"] == "worker-node-1", job
+    wait_until(lambda: all(n["state"] == "idle" for n in json.loads(idle.minihpc("nodes", "--json").stdout)),
+               timeout=60, interval=1, message="every node idle again")
+
+
 def test_a_redis_restart_mid_job_interrupts_nothing(idle):
     job_id = start_training_and_wait_for_a_checkpoint(idle)
     d = drill(idle, "redis-restart")
