@@ -1,4 +1,4 @@
-"""The drill's figures, from the incidents and per-attempt steps the cluster recorded."""
+"""Drill figures from the incidents and per-attempt steps the cluster recorded; the monitor's training row; the report's series splits."""
 
 import pytest
 
