@@ -236,9 +236,11 @@ def cmd_monitor(args, settings: Settings) -> int:
 
 
 def cmd_show(args, settings: Settings) -> int:
-    job = _store(settings).get_job(_job_id(args.job_id))
+    store = _store(settings)
+    job = store.get_job(_job_id(args.job_id))
     if args.json:
-        _print_json(job.to_json())
+        results = store.job_results(job.id, job.attempts) if job.attempts else {}
+        _print_json(dict(job.to_json(), results={n: r.to_dict() for n, r in sorted(results.items())}))
         return 0
     rows = [
         ("JobId", job.id),

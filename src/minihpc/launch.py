@@ -255,7 +255,7 @@ def _read_result(path: str, returncode: int) -> NodeResult:
         with open(path) as fh:
             data = json.load(fh)
         os.unlink(path)
-        return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"))
+        return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))
     except (OSError, ValueError):
         code, sig = from_returncode(returncode)
-        return NodeResult(code, sig)
+        return NodeResult(code, sig, at=time.time() if code else None)

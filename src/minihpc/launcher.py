@@ -56,7 +56,7 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
         f"--master-port={master_port}",
         "--rdzv-backend=static",
         "--max-restarts=0",
-        "--monitor-interval=0.1",
+        "--monitor-interval=0.02",  # how soon a dead rank is seen: it dates the failure
         "--module",
         "minihpc.rank",
         spec.script,

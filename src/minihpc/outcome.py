@@ -15,13 +15,15 @@ class NodeResult:
     exit_code: int | None  # None: the node never started the ranks (job already over)
     signal: str | None = None
     rank: int | None = None
+    at: float | None = None
+    """When the node's launcher saw its first rank fail (Unix time), for failures."""
 
     def to_dict(self) -> dict:
-        return {"exit_code": self.exit_code, "signal": self.signal, "rank": self.rank}
+        return {"exit_code": self.exit_code, "signal": self.signal, "rank": self.rank, "at": self.at}
 
     @classmethod
     def from_dict(cls, data: dict) -> NodeResult:
-        return cls(data.get("exit_code"), data.get("signal"), data.get("rank"))
+        return cls(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))
 
     @property
     def ok(self) -> bool:
@@ -62,11 +64,23 @@ def after_report(job: Job, results: dict[str, NodeResult], node: str) -> Outcome
         return None
     if all(r.ok for r in results.values()):
         return Outcome(JobState.COMPLETED, 0)
-    first = job.first_failure if job.first_failure in results else None
+    first = root_failure(results)
+    if first is None:
+        first = job.first_failure if job.first_failure in results else None
     if first is None or results[first].ok:
         first = next(n for n in sorted(results) if not results[n].ok)
     failed = results[first]
     return Outcome(JobState.FAILED, failed.exit_code, failed.signal, first)
+
+
+def root_failure(results: dict[str, NodeResult]) -> str | None:
+    """The node whose ranks failed first by the time each launcher saw it, when every failure
+    carries one. When one rank is killed, its peers in a collective fail a moment later (exit
+    1, a broken connection) and may well *report* first; the job's exit code is the cause's."""
+    failed = {n: r for n, r in results.items() if r.exit_code is not None and not r.ok}
+    if not failed or any(r.at is None for r in failed.values()):
+        return None
+    return min(failed, key=lambda n: (failed[n].at, n))
 
 
 def starts_failure(job: Job, result: NodeResult) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from . import files
 from .outcome import from_returncode, signal_name
@@ -55,10 +56,11 @@ def main(argv: list[str]) -> int:
             run(args)
         result = {"exit_code": 0, "signal": None, "rank": None}
     except ChildFailedError as exc:
+        seen = time.time()  # within --monitor-interval of the rank's death
         rank, failure = min(exc.failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
         code, sig = from_returncode(failure.exitcode)
         print(exc.format_msg(), file=sys.stderr)
-        result = {"exit_code": code, "signal": sig, "rank": rank}
+        result = {"exit_code": code, "signal": sig, "rank": rank, "at": seen}
     except SignalException as exc:
         number = int(exc.sigval)
         result = {"exit_code": 128 + number, "signal": signal_name(number), "rank": None}

@@ -58,3 +58,18 @@ def test_returncodes():
     assert format_exit(137, "SIGKILL") == "137:9"
     assert format_exit(0, None) == "0:0"
     assert format_exit(None, None) == "-"
+
+
+def test_the_failure_seen_first_is_the_cause_even_when_a_peer_reported_first():
+    job = _running(["a", "b", "c"])
+    job.first_failure = "a"  # a's rank died of the broken connection and reported first
+    results = {
+        "a": NodeResult(1, rank=0, at=100.08),
+        "c": NodeResult(1, rank=2, at=100.09),
+        "b": NodeResult(137, "SIGKILL", rank=1, at=100.01),
+    }
+    outcome = after_report(job, results, "b")
+    assert (outcome.state, outcome.exit_code, outcome.signal, outcome.failed_node) == (JobState.FAILED, 137, "SIGKILL", "b")
+    # Without times (an older node), the first report stands.
+    untimed = {n: NodeResult(r.exit_code, r.signal, r.rank) for n, r in results.items()}
+    assert after_report(job, untimed, "b").failed_node == "a"
