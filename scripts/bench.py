@@ -240,14 +240,17 @@ def main() -> int:
         f"{t['rq_torchrun_jobs_per_s'] / t['minihpc_jobs_per_s']:.2f}x |"
     )
     lines.append(f"| throughput, raw rq no-op tasks (jobs/s, for scale) | - | {t['rq_noop_jobs_per_s']:.1f} | - |")
-    table = "\n".join(lines)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "engine.json").write_text(json.dumps(results, indent=2))
-    (out / "engine.md").write_text(table + "\n")
-    print(table)
-    print(f"\nwritten: {out / 'engine.json'}, {out / 'engine.md'}")
+    write_results(Path(args.out), "engine", results, "\n".join(lines))
     return 0
+
+
+def write_results(out: Path, name: str, results: dict, table: str) -> None:
+    """NAME.json (every figure) and NAME.md (the table) in ``out``; print the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2))
+    (out / f"{name}.md").write_text(table + "\n")
+    print(table)
+    print(f"\nwritten: {out / f'{name}.json'}, {out / f'{name}.md'}")
 
 
 if __name__ == "__main__":

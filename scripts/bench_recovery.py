@@ -20,10 +20,8 @@ Writes bench/results/recovery.json and recovery.md and prints the table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,8 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench import summary  # noqa: E402
+from bench import summary, write_results  # noqa: E402
 from minihpc import drill, faults, local  # noqa: E402
+from minihpc.launch import free_port  # noqa: E402
 from minihpc.store import Store, connect  # noqa: E402
 
 TARGETS = {"detected": 3.0, "back": 10.0, "resumed": 15.0}
@@ -41,12 +40,6 @@ PROJECT = "minihpc-bench"
 WORKERS = ("worker-node-1", "worker-node-2")
 # One job drilled again and again: it must never run out of requeues or restarts.
 ENDURANCE = {"MINIHPC_RESTART_BUDGET": "1000", "MINIHPC_MAX_REQUEUES": "1000"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def docker_answers() -> bool:
@@ -169,13 +162,7 @@ def main() -> int:
             if len(values) < len(items):
                 raise SystemExit(f"bench: {len(items) - len(values)} {kind} drills never measured {name}: {items}")
             results["drills"][kind][name] = summary(values)
-    text = table(results)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "recovery.json").write_text(json.dumps(results, indent=2))
-    (out / "recovery.md").write_text(text + "\n")
-    print(text)
-    print(f"\nwritten: {out / 'recovery.json'}, {out / 'recovery.md'}")
+    write_results(Path(args.out), "recovery", results, table(results))
     return 0
 
 

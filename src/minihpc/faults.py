@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from .errors import UsageError
+from .resources import process_tree
 
 KINDS = ("stop", "kill", "pause", "disconnect", "redis-restart")
 TIMED = ("pause", "disconnect")
@@ -105,11 +106,10 @@ class LocalFaults:
         pid = self._pids().get(node)
         if pid is None:
             raise UsageError(f"no node {node!r} in the local cluster")
-        try:
-            root = psutil.Process(pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            raise UsageError(f"node {node!r} is not running (pid {pid} is gone)") from None
+        procs = process_tree(pid)
+        if not procs:
+            raise UsageError(f"node {node!r} is not running (pid {pid} is gone)")
+        return procs
 
     def inject(self, kind: str, node: str) -> None:
         if kind == "disconnect":

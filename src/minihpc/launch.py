@@ -18,14 +18,13 @@ import time
 from datetime import datetime, timezone
 
 import psutil
-import redis
 
 from . import keys, progress
 from .config import Settings
 from .launcher import LaunchSpec, job_env, torchrun_args
 from .models import JobState
 from .outcome import NodeResult, from_returncode
-from .store import Store
+from .store import REDIS_ERRORS, Store
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,6 @@ def job_is_current(store: Store, spec: LaunchSpec) -> bool:
     )
 
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 REDIS_RETRY = 120.0
 """Seconds a node keeps retrying a write that must not be lost (its job's result) while
 Redis is unreachable, e.g. restarting."""
@@ -164,26 +162,22 @@ def run_share(
     env["MINIHPC_RESULT_FILE"] = result_file
     progress_file = result_file.replace(".json", ".progress")
     env[progress.ENV] = progress_file
-    last_progress = None
-    first_forwarded = False
+    first_file = progress.first_path(progress_file)
+    forwarded: dict[str, dict] = {}
 
     def forward_progress() -> None:
-        nonlocal last_progress, first_forwarded
-        if not first_forwarded and os.path.exists(progress.first_path(progress_file)):
-            first = progress.read(progress.first_path(progress_file))
+        """The attempt's first report (once; its file goes once sent), then the newest."""
+        for path in (first_file, progress_file):
+            report = progress.read(path)
+            if report is None or forwarded.get(path) == report:
+                continue
             try:
-                if first is not None:
-                    store.record_progress(spec.job_id, spec.attempt, spec.node, first)
-                    first_forwarded = True
+                store.record_progress(spec.job_id, spec.attempt, spec.node, report)
             except REDIS_ERRORS:
-                pass
-        latest = progress.read(progress_file)
-        if latest is not None and latest != last_progress:
-            try:
-                store.record_progress(spec.job_id, spec.attempt, spec.node, latest)
-                last_progress = latest
-            except REDIS_ERRORS:
-                pass
+                continue
+            forwarded[path] = report
+            if path == first_file:
+                os.unlink(first_file)
 
     argv = [sys.executable, "-m", "minihpc.torchrun", *torchrun_args(spec, port)]
 
@@ -225,7 +219,7 @@ def run_share(
                 break
         returncode = proc.wait()
         forward_progress()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
-        for path in (progress_file, progress.first_path(progress_file)):
+        for path in (progress_file, first_file):
             if os.path.exists(path):
                 os.unlink(path)
         result = _read_result(result_file, returncode)

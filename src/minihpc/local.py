@@ -23,6 +23,7 @@ import redis
 
 from . import files
 from .config import shared_layout
+from .resources import process_tree
 from .errors import UsageError
 from .store import Store
 
@@ -187,16 +188,8 @@ def restart_redis(state_dir: Path) -> None:
     files.replace(pids_file, json.dumps(pids).encode())
 
 
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root] + root.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
 def _stop(pids: dict[str, int], timeout: float = 5.0) -> None:
-    procs = [p for pid in pids.values() for p in _tree(pid)]
+    procs = [p for pid in pids.values() for p in process_tree(pid)]
     for p in procs:
         try:
             p.send_signal(signal.SIGTERM)

@@ -11,7 +11,6 @@ import os
 import threading
 import time
 
-import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
@@ -23,7 +22,7 @@ from .health import RestartPolicy, next_lapse
 from .monitor import HealthMonitor
 from .outcome import held_failure
 from .restart import Restarter
-from .store import Store, connect
+from .store import REDIS_ERRORS, Store, connect
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +190,7 @@ class Master:
                 if time.time() - last_prune > 60:
                     self.store.prune_history()
                     last_prune = time.time()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("master: Redis unreachable (%s); retrying", exc)
                 time.sleep(self.settings.scheduler_interval)
                 continue
@@ -200,5 +199,5 @@ class Master:
                 time.sleep(self.settings.scheduler_interval)
             try:
                 self.store.wait_event(self.pause())
-            except (redis.ConnectionError, redis.TimeoutError):
+            except REDIS_ERRORS:
                 time.sleep(self.settings.scheduler_interval)

@@ -85,15 +85,19 @@ def cpu_quota(root: Path = CGROUP) -> float | None:
     return quota / period if quota and period else None
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """A process and its live descendants (the root first); empty if it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def tree_usage(pid: int) -> tuple[float, int]:
     """(CPU seconds, resident bytes) of a process and its live descendants (local mode)."""
     cpu, rss = 0.0, 0
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return cpu, rss
-    for p in procs:
+    for p in process_tree(pid):
         try:
             times = p.cpu_times()
             cpu += times.user + times.system

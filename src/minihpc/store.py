@@ -25,6 +25,10 @@ EVENTS_MAX = 100
 """The wake-up list is trimmed to this many entries."""
 
 
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+"""What an unreachable or restarting Redis raises; daemons retry through these."""
+
+
 def connect(url: str) -> redis.Redis:
     """A client for ``url`` that raises ClusterUnavailable with one clear line if unreachable."""
     client = redis.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
@@ -37,7 +41,7 @@ def connect(url: str) -> redis.Redis:
                 "(redis://:PASSWORD@host:port/db)"
             ) from None
         raise ClusterUnavailable(f"Redis at {redact(url)} refused the password ({_short(exc)})") from None
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+    except (*REDIS_ERRORS, OSError) as exc:
         raise ClusterUnavailable(
             f"cannot reach Redis at {redact(url)} ({_short(exc)}); start a cluster with "
             "'minihpc up --local' or set MINIHPC_REDIS_URL"
@@ -85,9 +89,19 @@ SERIES_TTL = 7 * 86400
 """Seconds an ended job's progress reports are kept (`minihpc report` needs them)."""
 
 
+# Ranks report from every node: an attempt's "last" mark keeps the furthest step any reached.
+_RAISE_LAST = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if (not current) or tonumber(cjson.decode(current)['step']) <= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+"""
+
+
 class Store:
     def __init__(self, client: redis.Redis):
         self.r = client
+        self._raise_last = client.register_script(_RAISE_LAST)  # EVALSHA, loaded on first use
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -249,21 +263,11 @@ class Store:
         with self.r.pipeline() as pipe:
             pipe.hset(keys.job_progress(job_id), mapping={k: str(v) for k, v in data.items()})
             pipe.hsetnx(keys.job_steps(job_id), f"{attempt}:first", mark)
-            self._raise_last(pipe, keys.job_steps(job_id), f"{attempt}:last", mark, report.get("step", 0))
+            self._raise_last(keys=[keys.job_steps(job_id)], args=[f"{attempt}:last", mark, int(report.get("step") or 0)],
+                             client=pipe)
             pipe.rpush(keys.job_series(job_id), json.dumps(data))
             pipe.ltrim(keys.job_series(job_id), -SERIES_KEPT, -1)
             pipe.execute()
-
-    # Ranks report from every node: "last" keeps the furthest step any of them reached.
-    _RAISE_LAST = """
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if (not current) or tonumber(cjson.decode(current)['step']) <= tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-end
-"""
-
-    def _raise_last(self, pipe, key: str, field: str, mark: str, step) -> None:
-        pipe.eval(self._RAISE_LAST, 1, key, field, mark, int(step or 0))
 
     def series(self, job_id: int) -> list[dict]:
         """Every progress report kept for the job, oldest first (see keys.JOB_SERIES)."""

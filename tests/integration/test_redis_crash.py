@@ -18,10 +18,6 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.integration
 
 
-def restart_redis(cluster) -> None:
-    local.restart_redis(cluster.state_dir)
-
-
 def test_no_acknowledged_job_is_lost_when_redis_is_killed_mid_burst(idle_cluster, tmp_path):
     c = idle_cluster
     script = tmp_path / "tiny.py"
@@ -41,7 +37,7 @@ def test_no_acknowledged_job_is_lost_when_redis_is_killed_mid_burst(idle_cluster
     thread = threading.Thread(target=burst)
     thread.start()
     wait_until(lambda: len(acked) >= 60, timeout=60, message="60 acknowledged submits")
-    restart_redis(c)
+    local.restart_redis(c.state_dir)
     thread.join(timeout=120)
     assert len(acked) == 200 and len(set(acked)) == 200
 
