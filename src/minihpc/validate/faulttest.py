@@ -1,0 +1,119 @@
+"""fault-test: inject each fault into one rank and check that a detector names it, on the
+right rank, with the step it was first seen -- and that clean runs trip no detector.
+
+Per seed: the single-process reference and one clean run of the workers (false positives are
+counted on those). Then each fault, seed = the first seed, on ``fault_rank`` from
+``fault_step`` (default steps // 3), judged against that seed's references.
+"""
+
+from __future__ import annotations
+
+from minihpc.core.errors import UsageError
+from minihpc.validate import detect, inject
+
+FAULT_TEST_DEFAULTS = {
+    "steps": 50, "tolerance": 0.01, "output": None, "workers": 3, "seeds": "42,43,44", "batch_size": 48,
+    "faults": ",".join(inject.KINDS), "fault_rank": 1, "fault_step": None, "step_timeout": 5.0,
+    "checksum_every": 5, "hidden": "64,64", "workload": "synthetic", "lr": 0.01,
+}
+"""Every flag of ``validate fault-test`` and its default."""
+
+EXPECTED = {
+    "slow": ("throughput", "straggler-ewma"),
+    "grad-noise": ("loss-divergence", "grad-norm"),
+    "hang": ("step-mismatch",),
+    "nan": ("non-finite",),
+    "drift": ("checksum", "grad-norm"),
+    "bitflip": ("checksum", "grad-norm"),
+}
+"""The detectors each fault is meant to trip (any detection counts; these are reported)."""
+
+
+def parse_list(text: str, what: str, cast=str) -> list:
+    try:
+        items = [cast(p.strip()) for p in str(text).split(",") if p.strip()]
+    except ValueError:
+        raise UsageError(f"--{what} {text!r} is not a comma-separated list") from None
+    if not items:
+        raise UsageError(f"--{what} is empty")
+    return items
+
+
+def plan(opts: dict) -> tuple[list[int], list[str], int]:
+    seeds = parse_list(opts["seeds"], "seeds", int)
+    faults = parse_list(opts["faults"], "faults")
+    bad = [f for f in faults if f not in inject.KINDS]
+    if bad:
+        raise UsageError(f"--faults names {', '.join(bad)}; fault kinds are {', '.join(inject.KINDS)}")
+    if opts["workers"] < 2:
+        raise UsageError(f"fault-test needs 2 or more --workers, got {opts['workers']}")
+    step = opts["fault_step"] if opts["fault_step"] is not None else max(1, opts["steps"] // 3)
+    return seeds, faults, step
+
+
+def outcome(kind: str, rank: int, step: int, detections: list[dict]) -> dict:
+    """One fault's line: detected or missed, the rank and step first seen, why."""
+    first = detect.first(detections)
+    named = detect.first([d for d in detections if d["rank"] is not None])
+    return {"fault": kind, "injected_rank": rank, "injected_step": step, "detected": bool(detections),
+            "rank": named["rank"] if named else None, "rank_correct": bool(named) and rank in named["ranks"],
+            "step_first_seen": first["step"] if first else None,
+            "detectors": sorted({d["detector"] for d in detections}), "expected_detectors": list(EXPECTED[kind]),
+            "why": first["why"] if first else "no detector fired", "detections": detections}
+
+
+def summarize(outcomes: list[dict], clean: list[dict]) -> dict:
+    detected = sum(1 for o in outcomes if o["detected"])
+    false_positives = [d for c in clean for d in c["detections"]]
+    return {"faults": outcomes, "clean_runs": clean, "detected": detected, "injected": len(outcomes),
+            "detection_rate": detected / len(outcomes) if outcomes else 1.0,
+            "false_positives": len(false_positives),
+            "verdict": "PASS" if detected == len(outcomes) and not false_positives else "FAIL"}
+
+
+def base_config(opts: dict) -> dict:
+    keys = ("steps", "batch_size", "checksum_every", "hidden", "workload", "lr", "step_timeout")
+    return {k: opts[k] for k in keys}
+
+
+def run_all(opts: dict, execute, log=lambda line: None) -> dict:
+    """Every reference, clean and faulty run, with ``execute(config) -> run report``."""
+    opts = {**FAULT_TEST_DEFAULTS, **opts}
+    seeds, faults, step = plan(opts)
+    base, workers, tol = base_config(opts), opts["workers"], opts["tolerance"]
+    if base["batch_size"] % workers:
+        raise UsageError(f"--batch-size {base['batch_size']} is not divisible by {workers} workers")
+    singles, cleans, clean_results = {}, {}, []
+    for seed in seeds:
+        log(f"seed {seed}: single-process reference and a clean run of {workers} workers")
+        singles[seed] = execute({**base, "workers": 1, "seed": seed})
+        cleans[seed] = execute({**base, "workers": workers, "seed": seed})
+        found = cleans[seed]["detections"] + detect.detect_against(
+            cleans[seed], tol, single=singles[seed], throughput_ref=cleans[seeds[0]] if seed != seeds[0] else None)
+        clean_results.append({"seed": seed, "detections": found, "final_loss": cleans[seed]["final_loss"]})
+    outcomes = []
+    for kind in faults:
+        log(f"fault {kind} on rank {opts['fault_rank']} from step {step}")
+        run = execute({**base, "workers": workers, "seed": seeds[0], "inject": kind,
+                       "fault_rank": opts["fault_rank"], "fault_step": step})
+        found = run["detections"] + detect.detect_against(run, tol, single=singles[seeds[0]], clean=cleans[seeds[0]])
+        outcomes.append(outcome(kind, opts["fault_rank"], step, found))
+    report = summarize(outcomes, clean_results)
+    report["config"] = {**opts, "fault_step": step}
+    return report
+
+
+def format_table(report: dict) -> str:
+    lines = [f"{'fault':<11} {'result':<9} {'rank':>4} {'step':>5}  {'detectors':<38} why"]
+    for o in report["faults"]:
+        rank = "-" if o["rank"] is None else str(o["rank"])
+        step = "-" if o["step_first_seen"] is None else str(o["step_first_seen"])
+        lines.append(f"{o['fault']:<11} {'DETECTED' if o['detected'] else 'MISSED':<9} {rank:>4} {step:>5}  "
+                     f"{','.join(o['detectors']):<38} {o['why'][:110]}")
+    lines.append(f"detection rate {100 * report['detection_rate']:.0f}% ({report['detected']}/{report['injected']}), "
+                 f"false positives {report['false_positives']} over {len(report['clean_runs'])} clean run(s) "
+                 f"(seeds {', '.join(str(c['seed']) for c in report['clean_runs'])}) -> {report['verdict']}")
+    for c in report["clean_runs"]:
+        for d in c["detections"]:
+            lines.append(f"false positive, seed {c['seed']}: {d['detector']}: {d['why']}")
+    return "\n".join(lines)
