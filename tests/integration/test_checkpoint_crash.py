@@ -1,5 +1,6 @@
-"""Kill the checkpoint writer at random moments, 50 times: the latest checkpoint always loads
-and verifies, and it is never older than the last save that returned."""
+"""Kill the checkpoint writer at random moments until 40 kills have found a checkpoint to load
+(at least 50 kills): the latest checkpoint always loads and verifies, and it is never older
+than the last save that returned."""
 
 import multiprocessing
 import os
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from minihpc import checkpoint
+from minihpc.job import checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +31,15 @@ def test_killing_the_writer_during_saves_never_breaks_the_latest_checkpoint(tmp_
     # Writers fork from a fresh server that imported torch once: quick to start, and safe,
     # unlike a fork of this process, whose torch thread pools other tests may have started.
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "minihpc.checkpoint", __name__])
+    ctx.set_forkserver_preload(["torch", "minihpc.job.checkpoint", __name__])
     directory, done_file = str(tmp_path / "ckpt"), str(tmp_path / "done")
     rng = random.Random(7)
-    loaded_steps = []
-    for _ in range(50):
+    loaded_steps, kills = [], 0
+    # On a loaded machine a kill often comes before the first save finishes; kill on until 40
+    # kills have found a checkpoint, so the check never passes on a handful of loads.
+    while kills < 50 or len(loaded_steps) < 40:
+        assert kills < 200, f"only {len(loaded_steps)} of {kills} kills found a checkpoint"
+        kills += 1
         proc = ctx.Process(target=_writer, args=(directory, done_file))
         proc.start()
         time.sleep(rng.uniform(0.02, 0.25))
@@ -47,7 +52,10 @@ def test_killing_the_writer_during_saves_never_breaks_the_latest_checkpoint(tmp_
         assert checkpoint.verify(found.path)
         assert found.state["step"] == found.step
         assert float(found.state["weights"][0]) == found.step
-        assert found.step >= int(open(done_file).read())
+        # A kill between a save's return and the writer's note of it leaves a checkpoint with
+        # no note yet: the checkpoint may be newer than the note, never older.
+        noted = int(open(done_file).read()) if os.path.exists(done_file) else 0
+        assert found.step >= noted
         loaded_steps.append(found.step)
     assert len(loaded_steps) >= 40 and loaded_steps == sorted(loaded_steps)
     # A kill can leave a temporary file behind; it is never loaded, and a save clears the
