@@ -33,7 +33,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     PYTHONUNBUFFERED=1
 USER minihpc
 WORKDIR /shared/jobs
-ENTRYPOINT ["python3", "-m", "minihpc.entrypoint"]
+ENTRYPOINT ["python3", "-m", "minihpc.node.entrypoint"]
 CMD ["--help"]
 
 # Only what .dockerignore lets through: src/, jobs/, and the files above. Compiled here, as

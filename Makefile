@@ -5,8 +5,6 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 MINIHPC := $(VENV)/bin/minihpc
-NODES ?= 1
-PRIORITY ?= normal
 WORKERS ?= 2
 # The local cluster's Redis port; `minihpc up --local` refuses a port in use.
 LOCAL_PORT ?= 6379
@@ -55,11 +53,11 @@ clean: ## Stop the cluster and DELETE its volumes (jobs, data, models, logs); re
 
 ##@ Jobs
 .PHONY: submit queue logs cancel history prepare-data validate-model
-submit: ## Submit a job: make submit JOB=jobs/hello.py NODES=3 PRIORITY=high [ARGS='...']
-	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=1] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
+submit: ## Submit a job: make submit JOB=jobs/hello.py [NODES=3] [PRIORITY=high] [ARGS='...'] (unset: the script's own #SBATCH/#MINIHPC lines)
+	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=n] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
 	@if [ ! -f "$(JOB)" ]; then echo "make submit: error: script '$(JOB)' does not exist" >&2; exit 2; fi
 	$(NEED_COMPOSE)
-	@$(COMPOSE) exec -T master-node minihpc submit -N $(NODES) --priority $(PRIORITY) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
+	@$(COMPOSE) exec -T master-node minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
 
 queue: ## Pending and running jobs.
 	$(NEED_COMPOSE)
@@ -118,29 +116,53 @@ report: venv ## Plots and a summary of a job in reports/job-ID/: make report ID=
 ##@ Local mode (every node a process on this machine; no Docker)
 .PHONY: local-up local-down local-demo
 local-up: venv ## Start redis, the master and WORKERS+1 node agents as local processes.
+	@bash scripts/host-deps.sh local
 	@$(MINIHPC) up --local --workers $(WORKERS) --port $(LOCAL_PORT)
 
 local-down: venv ## Stop the local cluster (its data stays).
 	@$(MINIHPC) down
 
 local-demo: venv ## A local 3-node cluster running jobs/hello.py across all three nodes.
+	@bash scripts/host-deps.sh local
 	@bash scripts/demo-local.sh
+
+VALIDATE_DIR ?= reports/validate
+BASELINE ?= stable_v1
+
+##@ Validation
+.PHONY: validate
+validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 workers at 1e-5, fault-test, baseline (reports/validate/).
+	@mkdir -p $(VALIDATE_DIR)
+	@$(MINIHPC) validate run --workers 1 --steps 50 --batch-size 64 --seed 42 --output $(VALIDATE_DIR)/single.json
+	@$(MINIHPC) validate run --workers 4 --steps 50 --batch-size 64 --seed 42 --output $(VALIDATE_DIR)/multi.json
+	@$(MINIHPC) validate compare $(VALIDATE_DIR)/single.json $(VALIDATE_DIR)/multi.json --tolerance 1e-5 \
+	  --output $(VALIDATE_DIR)/compare.json --plot $(VALIDATE_DIR)/loss.png
+	@$(MINIHPC) validate fault-test --steps 50 --tolerance 0.01 --output $(VALIDATE_DIR)/faults.json
+	@if [ -f .minihpc/baselines/$(BASELINE).json ]; then \
+	  $(MINIHPC) validate baseline compare --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE) \
+	    --latency-threshold 5.0 --throughput-threshold 5.0 --output $(VALIDATE_DIR)/baseline.json; \
+	else echo "no baseline $(BASELINE) yet: this run becomes its first"; fi
+	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
 .PHONY: venv test test-unit test-integration test-e2e bench bench-recovery lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
+	@bash scripts/host-deps.sh venv
 	@bash scripts/venv.sh
 
-test: venv ## All tests: unit, integration (real local cluster), e2e (real containers, when Docker runs).
+test: venv ## All tests: unit, integration (real local cluster), e2e (real containers, when Docker runs); installs what they need.
+	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/unit tests/integration tests/e2e -p no:cacheprovider
 
 test-unit: venv ## Only the unit tests (no Redis needed).
 	@$(PY) -m pytest tests/unit -p no:cacheprovider
 
 test-integration: venv ## Only the integration tests (real redis-server, agents, torchrun).
+	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/integration -p no:cacheprovider
 
 test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
+	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/e2e -p no:cacheprovider
 
 bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, then recovery drills.

@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -43,9 +44,28 @@ def parse_args():
     return p.parse_args()
 
 
-def main() -> int:
-    args = parse_args()
-    stop = preempt.StopRequest()
+@dataclass
+class Run:
+    """One attempt's training state; ``step`` is the last step trained."""
+
+    args: argparse.Namespace
+    rank: int
+    world: int
+    sampler: DistributedSampler
+    loader: DataLoader
+    model: DDP
+    timer: progress.StepTimer
+    optimizer: torch.optim.Optimizer
+    steps_per_epoch: int
+    total_steps: int
+    images: int
+    step: int = 0
+    loss: float = 0.0
+
+
+def setup(args) -> Run:
+    """The process group, data, model and optimizer, in the same order on every attempt (the
+    order decides what the seeded generator gives each of them)."""
     torch.set_num_threads(1)  # ranks share a node's cores; oversubscription slows everyone
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -57,7 +77,6 @@ def main() -> int:
     model = DDP(mnist.Net())
     timer = progress.StepTimer()
     timer.hook_allreduce(model)  # before any backward pass, as DDP requires
-    reports = int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
     # DDP lays its gradient buckets out again after the first backward pass, and the layout
     # decides the order in which gloo sums each gradient. One throwaway pass here gives every
     # attempt, fresh or resumed, the same layout for every real step, so a resumed run repeats
@@ -66,77 +85,102 @@ def main() -> int:
     model.zero_grad(set_to_none=True)
     timer.lap()  # the throwaway pass is not a step
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    steps_per_epoch = len(loader)
-    total_steps = steps_per_epoch * args.epochs
+    return Run(args, rank, world, sampler, loader, model, timer, optimizer, len(loader), len(loader) * args.epochs,
+               len(train))
 
-    step = 0
-    found = checkpoint.load_latest(args.checkpoint_dir)
+
+def resume(run: Run) -> None:
+    """Continue from the newest valid checkpoint, if there is one."""
+    found = checkpoint.load_latest(run.args.checkpoint_dir)
     if found is not None:
-        model.module.load_state_dict(found.state["model"])
-        optimizer.load_state_dict(found.state["optimizer"])
-        step = found.state["step"]
+        run.model.module.load_state_dict(found.state["model"])
+        run.optimizer.load_state_dict(found.state["optimizer"])
+        run.step = found.state["step"]
         checkpoint.set_rng_state(found.state.get("rng", {}))
-        if rank == 0:
-            print(f"resumed from {found.path} at step {step} of {total_steps}", flush=True)
-    elif rank == 0:
-        print(f"starting: {len(train)} images, {world} ranks, {steps_per_epoch} steps per epoch, "
-              f"{total_steps} steps", flush=True)
+        if run.rank == 0:
+            print(f"resumed from {found.path} at step {run.step} of {run.total_steps}", flush=True)
+    elif run.rank == 0:
+        print(f"starting: {run.images} images, {run.world} ranks, {run.steps_per_epoch} steps per epoch, "
+              f"{run.total_steps} steps", flush=True)
 
-    def save() -> None:
-        if rank == 0:
-            checkpoint.save(args.checkpoint_dir, step, {
-                "step": step,
-                "model": model.module.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "rng": checkpoint.rng_state(),
-                "world_size": world,
-                "args": vars(args),
-            })
 
+def save(run: Run) -> None:
+    if run.rank == 0:
+        checkpoint.save(run.args.checkpoint_dir, run.step, {
+            "step": run.step,
+            "model": run.model.module.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "rng": checkpoint.rng_state(),
+            "world_size": run.world,
+            "args": vars(run.args),
+        })
+
+
+def main() -> int:
+    args = parse_args()
+    stop = preempt.StopRequest()
+    run = setup(args)
+    resume(run)
+    code = train(run, stop)
+    if code is not None:
+        return code  # stopped
+    save(run)
+    if run.rank == 0:
+        print(f"done: {run.step} steps, final loss {run.loss:.4f}, checkpoint in {args.checkpoint_dir}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+def train(run: Run, stop: preempt.StopRequest) -> int | None:
+    """Train to the last step (None), or checkpoint and return the exit code when asked to stop."""
+    args, reports = run.args, int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
     attempt = os.environ.get("MINIHPC_ATTEMPT", "1")
-    loss_log = open(args.loss_log, "a") if args.loss_log and rank == 0 else None
-    window_start, window_samples, loss = time.perf_counter(), 0, torch.tensor(0.0)
-    while step < total_steps:
-        epoch, skip = divmod(step, steps_per_epoch)
-        sampler.set_epoch(epoch)
-        batches = iter(loader)
-        for i in range(steps_per_epoch):
+    loss_log = open(args.loss_log, "a") if args.loss_log and run.rank == 0 else None
+    window_start, window_samples = time.perf_counter(), 0
+    while run.step < run.total_steps:
+        epoch, skip = divmod(run.step, run.steps_per_epoch)
+        run.sampler.set_epoch(epoch)
+        batches = iter(run.loader)
+        for i in range(run.steps_per_epoch):
             if i < skip:  # resuming mid-epoch: the same order, so skip what was trained
                 next(batches)
                 continue
-            with timer.phase("data"):
-                images, labels = next(batches)
-            optimizer.zero_grad()
-            with timer.phase("forward"):
-                loss = F.cross_entropy(model(images), labels)
-            with timer.phase("backward"):
-                loss.backward()
-            with timer.phase("optimizer"):
-                optimizer.step()
-            step += 1
+            loss, samples = train_step(run, batches)
+            run.loss = loss.item()
             if reports:
-                progress.report(step, total=total_steps, loss=loss.item(), rank=rank, grad_norm=grad_norm(model),
-                                **timer.lap(samples=len(labels) * world))
+                progress.report(run.step, total=run.total_steps, loss=loss.item(), rank=run.rank,
+                                grad_norm=grad_norm(run.model), **run.timer.lap(samples=samples))
             if loss_log is not None:
-                loss_log.write(f"{attempt} {step} {loss.item():.10e}\n")
+                loss_log.write(f"{attempt} {run.step} {loss.item():.10e}\n")
                 loss_log.flush()
-            window_samples += len(labels) * world
-            if rank == 0 and (step % args.log_every == 0 or step == total_steps):
+            window_samples += samples
+            if run.rank == 0 and (run.step % args.log_every == 0 or run.step == run.total_steps):
                 elapsed = time.perf_counter() - window_start
-                print(f"epoch {epoch + 1}/{args.epochs} step {step}/{total_steps} "
+                print(f"epoch {epoch + 1}/{args.epochs} step {run.step}/{run.total_steps} "
                       f"loss {loss.item():.4f} samples/s {window_samples / elapsed:.0f}", flush=True)
                 window_start, window_samples = time.perf_counter(), 0
-            if step % args.checkpoint_every == 0:
-                save()
+            if run.step % args.checkpoint_every == 0:
+                save(run)
             if stop.agreed():
-                return stopped(step, save)
-            if step >= total_steps:
+                return stopped(run.step, lambda: save(run))
+            if run.step >= run.total_steps:
                 break
-    save()
-    if rank == 0:
-        print(f"done: {step} steps, final loss {loss.item():.4f}, checkpoint in {args.checkpoint_dir}", flush=True)
-    dist.destroy_process_group()
-    return 0
+    return None
+
+
+def train_step(run: Run, batches) -> tuple[torch.Tensor, int]:
+    """One step, timed by phase: (its loss, the samples all ranks trained on)."""
+    with run.timer.phase("data"):
+        images, labels = next(batches)
+    run.optimizer.zero_grad()
+    with run.timer.phase("forward"):
+        loss = F.cross_entropy(run.model(images), labels)
+    with run.timer.phase("backward"):
+        loss.backward()
+    with run.timer.phase("optimizer"):
+        run.optimizer.step()
+    run.step += 1
+    return loss, len(labels) * run.world
 
 
 def grad_norm(model) -> float:

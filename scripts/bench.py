@@ -27,11 +27,11 @@ from rq.serializers import JSONSerializer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from minihpc import local  # noqa: E402
-from minihpc.launch import free_port  # noqa: E402
-from minihpc.models import JobState  # noqa: E402
-from minihpc.store import Store  # noqa: E402
-from minihpc.submit import Request, submit  # noqa: E402
+from minihpc.client.submit import Request, submit  # noqa: E402
+from minihpc.core.models import JobState  # noqa: E402
+from minihpc.machine.ports import free_port  # noqa: E402
+from minihpc.ops import local  # noqa: E402
+from minihpc.state.store import Store  # noqa: E402
 
 PROBE = str(ROOT / "scripts" / "bench_probe.py")
 
@@ -220,7 +220,12 @@ def main() -> int:
         }
     finally:
         local.down(state, log=lambda *_: None)
+    write_results(Path(args.out), "engine", results, table(results))
+    return 0
 
+
+def table(results: dict) -> str:
+    """The markdown table of the engine's figures against the raw baselines."""
     lines = [
         "| measure | minihpc | raw baseline | ratio |",
         "|---|---|---|---|",
@@ -240,8 +245,7 @@ def main() -> int:
         f"{t['rq_torchrun_jobs_per_s'] / t['minihpc_jobs_per_s']:.2f}x |"
     )
     lines.append(f"| throughput, raw rq no-op tasks (jobs/s, for scale) | - | {t['rq_noop_jobs_per_s']:.1f} | - |")
-    write_results(Path(args.out), "engine", results, "\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 def write_results(out: Path, name: str, results: dict, table: str) -> None:

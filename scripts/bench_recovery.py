@@ -31,9 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench import summary, write_results  # noqa: E402
-from minihpc import drill, faults, local  # noqa: E402
-from minihpc.launch import free_port  # noqa: E402
-from minihpc.store import Store, connect  # noqa: E402
+
+from minihpc.machine.ports import free_port  # noqa: E402
+from minihpc.ops import drill, faults, local  # noqa: E402
+from minihpc.state.connect import connect  # noqa: E402
+from minihpc.state.store import Store  # noqa: E402
 
 TARGETS = {"detected": 3.0, "back": 10.0, "resumed": 15.0}
 PROJECT = "minihpc-bench"
@@ -48,7 +50,7 @@ def docker_answers() -> bool:
 
 class ComposeBench:
     def __init__(self):
-        self.env = dict(os.environ, COMPOSE_PROJECT_NAME=PROJECT, REDIS_PORT=str(free_port()),
+        self.env = dict(os.environ, COMPOSE_PROJECT_NAME=PROJECT, MINIHPC_CONTAINER_PREFIX=f"{PROJECT}-", REDIS_PORT=str(free_port()),
                         PROMETHEUS_PORT=str(free_port()), GRAFANA_PORT=str(free_port()), **ENDURANCE)
         self.env.pop("MINIHPC_REDIS_URL", None)
 
@@ -88,7 +90,7 @@ class LocalBench:
         return self.store, faults.LocalFaults(self.state)
 
     def submit(self, epochs: int) -> int:
-        from minihpc.submit import Request, submit
+        from minihpc.client.submit import Request, submit
 
         script = ROOT / "jobs" / "train_mnist_distributed.py"
         return submit(self.store, Request(script=str(script), nodes=3,

@@ -22,6 +22,7 @@ workers_apply() {  # workers_apply N
             cat <<YAML
   worker-node-$i:
     extends: {file: config/compose-node.yml, service: node}
+    container_name: \${MINIHPC_CONTAINER_PREFIX:-}worker-node-$i
     hostname: worker-node-$i
     command: ["node", "worker-node-$i", "--metrics-port", "9100"]
     depends_on:

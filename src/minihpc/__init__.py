@@ -1,7 +1,23 @@
 """minihpc: a mini HPC cluster for rehearsing distributed PyTorch training.
 
-Nothing here connects to Redis or registers anything at import time; every
-process builds its own connections from an explicit :class:`Settings`.
+The package is built in layers, each a subpackage that imports only the layers below it
+(tests/unit/test_layers.py enforces it; the README's "How it is built" lists them).
+
+Job scripts import the job SDK as ``from minihpc import checkpoint, progress, preempt``: those
+names are loaded from :mod:`minihpc.job` on first use. Nothing here connects to Redis or
+registers anything at import time; every process builds its own connections from an explicit
+:class:`minihpc.core.config.Settings`.
 """
 
+import importlib
+
 __version__ = "0.1.0"
+
+JOB_SDK = ("checkpoint", "progress", "preempt")
+"""What job scripts import from ``minihpc`` itself (modules of :mod:`minihpc.job`)."""
+
+
+def __getattr__(name: str):
+    if name in JOB_SDK:
+        return importlib.import_module(f"minihpc.job.{name}")
+    raise AttributeError(f"module 'minihpc' has no attribute {name!r}")

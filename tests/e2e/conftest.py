@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -44,7 +43,7 @@ class ComposeCluster:
     def __init__(self):
         self.env = dict(
             os.environ,
-            COMPOSE_PROJECT_NAME=PROJECT,
+            COMPOSE_PROJECT_NAME=PROJECT, MINIHPC_CONTAINER_PREFIX=f"{PROJECT}-",
             REDIS_PORT=str(free_port()),
             PROMETHEUS_PORT=str(free_port()),
             GRAFANA_PORT=str(free_port()),

@@ -84,7 +84,7 @@ def test_a_worker_paused_for_60s_is_restarted_and_its_stale_attempt_changes_noth
 
 KILL_ONE_RANK = """
 import psutil
-launchers = [p for p in psutil.process_iter(["cmdline"]) if "minihpc.torchrun" in " ".join(p.info["cmdline"] or [])]
+launchers = [p for p in psutil.process_iter(["cmdline"]) if "minihpc.node.torchrun" in " ".join(p.info["cmdline"] or [])]
 ranks = [c for p in launchers for c in p.children()]
 assert ranks, "no rank running"
 for rank in ranks:

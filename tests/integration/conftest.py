@@ -22,7 +22,7 @@ class Cluster:
         self.state_dir = state_dir
         self.port = port
         # Many tests here kill nodes on purpose; a real budget would drain them part-way
-        # through the suite (draining is tested in e2e and in tests/unit/test_health.py).
+        # through the suite (draining is tested in e2e and in tests/unit/test_health.py (restart_policy)).
         self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100")
         self.env.pop("MINIHPC_REDIS_URL", None)
 
@@ -65,7 +65,7 @@ class Cluster:
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed (make test installs it via .ci/run)")
+        pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
     state = tmp_path_factory.mktemp("cluster")
     c = Cluster(state, free_port())
     out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state)

@@ -1,7 +1,6 @@
 """Jobs through the whole engine: submit, gang launch with torchrun, results, logs."""
 
 import json
-import os
 import signal
 import time
 

@@ -25,7 +25,7 @@ TRAIN = ROOT / "jobs" / "train_mnist_distributed.py"
 
 def promtool(*args) -> subprocess.CompletedProcess:
     if shutil.which("promtool") is None:
-        pytest.fail("promtool is not installed (Debian's prometheus package; .ci/run installs it)")
+        pytest.fail("promtool is not installed; make test installs Debian's prometheus package (scripts/host-deps.sh test)")
     return subprocess.run(["promtool", *args], cwd=CONFIG, capture_output=True, text=True)
 
 
@@ -42,7 +42,7 @@ def prometheus(cluster, tmp_path):
     """Debian's Prometheus, scraping every second the targets the master writes (the shipped
     scrape settings, with local paths) and loading the shipped alert rules."""
     if shutil.which("prometheus") is None:
-        pytest.fail("prometheus is not installed (Debian's prometheus package; .ci/run installs it)")
+        pytest.fail("prometheus is not installed; make test installs Debian's prometheus package (scripts/host-deps.sh test)")
     targets = cluster.state_dir / "prometheus" / "targets.json"
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({

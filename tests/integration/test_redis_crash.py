@@ -8,11 +8,13 @@ import time
 import pytest
 import redis
 
-from minihpc import keys, local
-from minihpc.errors import MinihpcError
-from minihpc.models import JobState
-from minihpc.store import Store, connect
-from minihpc.submit import Request, submit
+from minihpc.client.submit import Request, submit
+from minihpc.core.errors import MinihpcError
+from minihpc.core.models import JobState
+from minihpc.ops import local
+from minihpc.state import keys
+from minihpc.state.connect import connect
+from minihpc.state.store import Store
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ import time
 import pytest
 import redis
 
-from minihpc import keys
-from minihpc.models import Job, JobState
-from minihpc.outcome import NodeResult
-from minihpc.store import Store
+from minihpc.core.models import Job, JobState
+from minihpc.core.outcome import NodeResult
+from minihpc.state import keys
+from minihpc.state.store import Store
 from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -76,9 +76,9 @@ def test_competing_reservations_for_overlapping_nodes_never_split(store):
 def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
     _add(store, 1, nodes=2)
     job = store.start(1, ["a", "b"], lambda pipe, job: None)
-    assert store.report(1, job.attempts, "a", NodeResult(0)) is None
+    assert store.record_result(1, job.attempts, "a", NodeResult(0)) is None
     assert store.r.get(keys.node_alloc("a")) == b"1"  # a finished but the job has not
-    outcome = store.report(1, job.attempts, "b", NodeResult(0))
+    outcome = store.record_result(1, job.attempts, "b", NodeResult(0))
     assert outcome.state is JobState.COMPLETED
     assert store.r.get(keys.node_alloc("a")) is None and store.r.get(keys.node_alloc("b")) is None
     assert store.r.sismember(keys.JOBS_ACTIVE, 1) == 0
@@ -86,11 +86,11 @@ def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
 
 
 def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(store):
-    from minihpc.outcome import held_failure
+    from minihpc.core.outcome import held_failure
 
     _add(store, 1, nodes=2)
     job = store.start(1, ["a", "b"], lambda pipe, job: None)
-    assert store.report(1, job.attempts, "b", NodeResult(134, "SIGABRT")) is None
+    assert store.record_result(1, job.attempts, "b", NodeResult(134, "SIGABRT")) is None
     held = store.get_job(1)
     assert held.state is JobState.RUNNING and held.first_failure == "b" and held.failing_since
     assert store.r.get(keys.node_alloc("b")) == b"1"  # held with the job until it is decided
@@ -98,7 +98,7 @@ def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(stor
     assert store.end_held_failure(held, outcome)
     assert store.r.get(keys.node_alloc("b")) is None  # it had reported: freed with the end
     assert store.r.get(keys.node_alloc("a")) == b"1"  # its ranks are still being torn down
-    assert store.report(1, job.attempts, "a", NodeResult(143, "SIGTERM")) is None
+    assert store.record_result(1, job.attempts, "a", NodeResult(143, "SIGTERM")) is None
     assert store.r.get(keys.node_alloc("a")) is None
     final = store.get_job(1)
     assert (final.state, final.exit_code, final.failed_node) == (JobState.FAILED, 134, "b")
@@ -107,7 +107,7 @@ def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(stor
 def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     _add(store, 1, nodes=3)
     job = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
-    store.report(1, job.attempts, "a", NodeResult(1))  # a peer died under its collective
+    store.record_result(1, job.attempts, "a", NodeResult(1))  # a peer died under its collective
     assert store.transition(1, JobState.NODE_FAIL, "node c failed", only_from=[JobState.RUNNING], failed_node="c")
     assert store.r.get(keys.node_alloc("a")) is None
     assert store.r.get(keys.node_alloc("b")) == b"1"  # still tearing down
@@ -118,14 +118,14 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     assert (again.state, again.requeues, again.ended_at) == (JobState.PENDING, 1, None)
     assert store.r.sismember(keys.JOBS_PENDING, 1) and store.r.zscore(keys.JOBS_ENDED, 1) is None
     assert store.node_failed_jobs() == []
-    store.report(1, job.attempts, "b", NodeResult(143, "SIGTERM"))  # the old attempt's teardown
+    store.record_result(1, job.attempts, "b", NodeResult(143, "SIGTERM"))  # the old attempt's teardown
     assert store.r.get(keys.node_alloc("b")) is None
     assert store.get_job(1).state is JobState.PENDING  # it changed no state
     store.release_node("c")  # c's agent restarted
     restarted = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
     assert restarted.attempts == 2
     # A late report of attempt 1 (a node paused through the failure) is fenced off too.
-    assert store.report(1, 1, "c", NodeResult(0)) is None
+    assert store.record_result(1, 1, "c", NodeResult(0)) is None
     assert not store.transition(1, JobState.FAILED, "late", attempt=1)
     assert store.get_job(1).state is JobState.RUNNING
     assert store.r.get(keys.node_alloc("c")) == b"1"  # held by attempt 2

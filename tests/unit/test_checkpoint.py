@@ -2,7 +2,7 @@ import json
 
 import torch
 
-from minihpc import checkpoint
+from minihpc.job import checkpoint
 
 
 def state(step):

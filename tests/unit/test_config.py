@@ -1,7 +1,7 @@
 import pytest
 
-from minihpc.config import Settings, load_settings
-from minihpc.errors import UsageError
+from minihpc.core.config import Settings, load_settings
+from minihpc.core.errors import UsageError
 
 
 def test_precedence_env_over_file_over_defaults(tmp_path, monkeypatch):
@@ -44,8 +44,8 @@ def test_shipped_config_file_holds_the_defaults(monkeypatch, tmp_path):
 def test_counts_are_whole_numbers_and_zero_requeues_is_allowed():
     import pytest
 
-    from minihpc.config import load_settings
-    from minihpc.errors import UsageError
+    from minihpc.core.config import load_settings
+    from minihpc.core.errors import UsageError
 
     s = load_settings(env={"MINIHPC_MAX_REQUEUES": "0", "MINIHPC_RESTART_BUDGET": "2"})
     assert (s.max_requeues, s.restart_budget) == (0, 2)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from minihpc.drill import Drill, finished, format_drill, summarize
-from minihpc.errors import UsageError
-from minihpc.faults import check_kind
+from minihpc.core.errors import UsageError
+from minihpc.ops.drill import Drill, finished, format_drill, summarize
+from minihpc.ops.faults import check_kind
 
 T = 1000.0
 
@@ -64,7 +64,7 @@ def test_unknown_kinds_are_refused_by_name():
 
 
 def test_monitor_training_row_shows_progress_loss_throughput_and_eta():
-    from minihpc.training import eta, row
+    from minihpc.core.training import eta, row
 
     marks = {"first": {"step": 21, "at": 100.0}, "last": {"step": 61, "at": 120.0}}  # 2 steps/s
     report = {"step": 61, "total": 161, "loss": 0.12345, "samples_per_second": 2950.4}
@@ -75,7 +75,7 @@ def test_monitor_training_row_shows_progress_loss_throughput_and_eta():
 
 
 def test_report_splits_loss_by_attempt_and_step_time_by_rank():
-    from minihpc.report import attempt_spans, loss_by_attempt, phases_by_rank
+    from minihpc.ops.job_report import attempt_spans, loss_by_attempt, phases_by_rank
 
     series = [
         {"attempt": 1, "rank": 0, "step": 1, "at": 10.0, "loss": 2.0, "forward_seconds": 0.01, "data_seconds": 0.03},

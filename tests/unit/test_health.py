@@ -1,6 +1,6 @@
 import pytest
 
-from minihpc.health import Action, RestartPolicy, backoff, decide
+from minihpc.core.restart_policy import Action, RestartPolicy, backoff, decide
 
 POLICY = RestartPolicy(backoff_initial=1.0, backoff_max=8.0, budget=4, window=100.0)
 
@@ -37,7 +37,7 @@ def test_a_node_restarted_during_this_outage_gets_time_to_boot():
 
 
 def test_the_master_wakes_when_the_first_live_heartbeat_lapses():
-    from minihpc.health import next_lapse
+    from minihpc.core.restart_policy import next_lapse
 
     assert next_lapse([100.0, 99.2, None], now=101.0, timeout=2.5) == pytest.approx(0.7)
     assert next_lapse([90.0], now=101.0, timeout=2.5) == 0.0  # already overdue: now

@@ -1,4 +1,4 @@
-from minihpc.launcher import LaunchSpec, job_env, torchrun_args
+from minihpc.core.launch_spec import LaunchSpec, job_env, torchrun_args
 
 
 def spec(**kw):
@@ -18,7 +18,7 @@ def test_static_rendezvous_arguments():
         "--nnodes=3", "--node-rank=1", "--nproc-per-node=2",
         "--master-addr=10.0.0.2", "--master-port=29555",
     ]
-    assert args[-4:] == ["minihpc.rank", "/spool/job-12/train.py", "--epochs", "1"]
+    assert args[-4:] == ["minihpc.node.rank", "/spool/job-12/train.py", "--epochs", "1"]
 
 
 def test_job_environment_has_minihpc_and_slurm_names():

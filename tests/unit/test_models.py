@@ -1,6 +1,13 @@
 import pytest
 
-from minihpc.models import Job, JobState, NodeState, NodeStatus, Priority, can_transition
+from minihpc.core.models import (
+    Job,
+    JobState,
+    NodeState,
+    NodeStatus,
+    Priority,
+    can_transition,
+)
 
 
 def test_codes_are_slurms():
@@ -59,8 +66,7 @@ def test_job_round_trips_through_redis_hash():
         submitted_at=1.5,
         started_at=2.5,
     )
-    raw = {k.encode(): v.encode() for k, v in job.to_redis().items()}
-    assert Job.from_redis(raw) == job
+    assert Job.from_record(job.to_record()) == job
 
 
 def test_node_state_precedence():

@@ -1,10 +1,10 @@
 import json
 import sys
 
-from minihpc import discovery
-from minihpc.config import shared_layout
-from minihpc.models import NodeState, NodeStatus, node_state_changes
-from minihpc.node import commands, supervise
+from minihpc.core.config import shared_layout
+from minihpc.core.models import NodeState, NodeStatus, node_state_changes
+from minihpc.metrics import discovery
+from minihpc.node.supervisor import commands, supervise
 
 
 def test_master_node_runs_the_scheduler_and_an_agent():

@@ -1,5 +1,12 @@
-from minihpc.models import Job, JobState
-from minihpc.outcome import NodeResult, after_report, format_exit, from_returncode, held_failure, starts_failure
+from minihpc.core.models import Job, JobState
+from minihpc.core.outcome import (
+    NodeResult,
+    after_report,
+    format_exit,
+    from_returncode,
+    held_failure,
+    starts_failure,
+)
 
 
 def _running(nodes):
@@ -55,7 +62,8 @@ def test_returncodes():
     assert from_returncode(0) == (0, None)
     assert from_returncode(3) == (3, None)
     assert from_returncode(-9) == (137, "SIGKILL")
-    assert format_exit(137, "SIGKILL") == "137:9"
+    assert format_exit(137, "SIGKILL") == "0:9"  # sacct: a signalled task set no exit status
+    assert format_exit(3, None) == "3:0"
     assert format_exit(0, None) == "0:0"
     assert format_exit(None, None) == "-"
 

@@ -1,7 +1,7 @@
 import pytest
 
-from minihpc.errors import UsageError
-from minihpc.parsing import (
+from minihpc.core.errors import UsageError
+from minihpc.core.parsing import (
     compress_hostlist,
     format_duration,
     header_options,
@@ -82,3 +82,25 @@ def test_hostlist_compression():
     assert compress_hostlist(["n1", "n3", "n4", "n5"]) == "n[1,3-5]"
     assert compress_hostlist(["n7"]) == "n7"
     assert compress_hostlist([]) == ""
+
+
+def test_header_lines_after_a_python_module_docstring_count():
+    """sbatch reads #SBATCH lines up to the first command; a Python script's docstring comes
+    first by convention, and the job scripts in jobs/ put their headers after it."""
+    from minihpc.core.parsing import header_lines
+
+    script = '#!/usr/bin/env python\n"""Train.\n\n    minihpc submit x.py\n"""\n#MINIHPC --nodes 3\n#SBATCH -t 5\nimport os\n#SBATCH -N 9\n'
+    assert header_lines(script) == [("#MINIHPC", ["--nodes", "3"]), ("#SBATCH", ["-t", "5"])]
+    assert header_lines('"""One line."""\n#SBATCH -N 2\n') == [("#SBATCH", ["-N", "2"])]
+    assert header_lines('"""doc"""\n"""not a docstring any more"""\n#SBATCH -N 2\n') == []
+    root = __import__("pathlib").Path(__file__).resolve().parents[2] / "jobs"
+    for name in ("hello.py", "benchmark.py", "train_mnist_distributed.py"):
+        assert ["--nodes", "3"] == header_lines((root / name).read_text())[0][1], name
+
+
+def test_sacct_elapsed_is_hours_minutes_seconds():
+    from minihpc.core.parsing import format_elapsed
+
+    assert format_elapsed(6) == "00:00:06"
+    assert format_elapsed(3 * 3600 + 62) == "03:01:02"
+    assert format_elapsed(86400 + 5) == "1-00:00:05"

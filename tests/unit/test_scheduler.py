@@ -1,7 +1,7 @@
 """Placement and backfill decisions, on hand-built cluster snapshots."""
 
-from minihpc.models import Job, JobState, NodeStatus, Priority
-from minihpc.scheduler import Profile, lost, overdue, plan
+from minihpc.core.models import Job, JobState, NodeStatus, Priority
+from minihpc.core.scheduler import Profile, lost, overdue, plan
 
 NOW = 1000.0
 
@@ -147,8 +147,8 @@ def test_overdue_and_lost():
 
 
 def test_requeued_jobs_go_to_the_front_of_their_priority_only():
-    from minihpc.models import Job, JobState, Priority
-    from minihpc.scheduler import queue_order_key, should_requeue
+    from minihpc.core.models import Job, JobState, Priority
+    from minihpc.core.scheduler import queue_order_key, should_requeue
 
     def job(i, priority, requeues=0, submitted=0.0):
         return Job(i, "j", "u", "s", "s", "x", priority=priority, requeues=requeues, submitted_at=submitted)
@@ -164,8 +164,8 @@ def test_requeued_jobs_go_to_the_front_of_their_priority_only():
 
 
 def test_only_jobs_that_reported_and_then_went_silent_are_stalled():
-    from minihpc.models import Job, JobState
-    from minihpc.scheduler import stalled
+    from minihpc.core.models import Job, JobState
+    from minihpc.core.scheduler import stalled
 
     def job(i, attempts=1, timeout=None):
         return Job(i, "j", "u", "s", "s", "x", state=JobState.RUNNING, attempts=attempts, progress_timeout=timeout)

@@ -1,0 +1,73 @@
+"""What the CLI prints: plain-text tables (left-aligned columns, two spaces apart, like
+squeue), times, and the rows of the queue, node and incident views."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from minihpc.client.jobs import elapsed
+from minihpc.core.models import Job, JobState, NodeStatus
+from minihpc.core.parsing import compress_hostlist, format_duration
+
+
+def render(headers: list[str], rows: list[list[str]]) -> str:
+    cells = [headers] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{count}B"
+
+
+def clock(ts: float) -> str:
+    """HH:MM:SS.mmm, for event streams."""
+    return time.strftime("%H:%M:%S", time.localtime(ts)) + f".{int(ts * 1000) % 1000:03d}"
+
+
+def timestamp(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts)) if ts else "Unknown"
+
+
+def print_json(data) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+QUEUE_HEADERS = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+
+
+def queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
+    return [
+        [str(j.id), j.name[:20], j.user[:10], j.state.code, format_duration(elapsed(j, now)),
+         str(len(j.nodes) or j.nodes_requested), _nodelist_or_reason(j)]
+        for j in jobs
+    ]
+
+
+def _nodelist_or_reason(job: Job) -> str:
+    if job.state is JobState.PENDING:
+        return f"({job.reason})"
+    return compress_hostlist(job.nodes) if job.nodes else f"({job.reason})"
+
+
+def nodes_table(nodes: list[NodeStatus], now: float) -> str:
+    rows = [
+        [n.name, n.state.value, str(n.cpus), human_bytes(n.memory_bytes), str(n.job) if n.job is not None else "-",
+         f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never"]
+        for n in nodes
+    ]
+    return render(["NODE", "STATE", "CPUS", "MEMORY", "JOB", "LAST-HEARTBEAT"], rows)
+
+
+def incident_line(i: dict) -> str:
+    extra = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in sorted(i.items()) if k not in ("at", "kind", "node", "job") and v is not None)
+    job = f"job {i['job']}" if i.get("job") is not None else ""
+    return f"{clock(i['at'])}  {i['kind']:<15} {i.get('node') or '-':<16} {job:<8} {extra}".rstrip()

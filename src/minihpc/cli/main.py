@@ -1,0 +1,58 @@
+"""The ``minihpc`` command: Slurm's verbs, columns and state codes over the cluster's state.
+
+One module per command group (jobs, nodes, ops, daemons, validate), each thin over
+:mod:`minihpc.client`; this module wires them into one parser and reports errors as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from minihpc import __version__
+from minihpc.cli import daemons, jobs, nodes, ops, validate
+from minihpc.cli.parser import Parser
+from minihpc.core.config import load_settings
+from minihpc.core.errors import MinihpcError
+
+DAEMONS = ("master", "agent", "node", "restart-proxy")
+"""Commands that run for good and log at INFO."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="minihpc", description="A mini HPC cluster with a Slurm-like CLI.")
+    parser.add_argument("--version", action="version", version=f"minihpc {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--config", default=None, help="a TOML config file (also MINIHPC_CONFIG)")
+    parser.add_argument("--redis-url", default=None, help="the cluster's Redis (also MINIHPC_REDIS_URL)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for group in (jobs, nodes, daemons, ops, validate):
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.debug else logging.INFO if args.command in DAEMONS else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(args.config).with_overrides(redis_url=args.redis_url)
+        return args.func(args, settings)
+    except MinihpcError as exc:
+        if args.debug:
+            raise
+        print(f"minihpc {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (| head); stay quiet like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Operating on nodes: drain, resume, forget -- the same checks from every face."""
+
+from __future__ import annotations
+
+from minihpc.core.errors import UsageError
+from minihpc.core.models import NodeStatus
+from minihpc.state.store import Store
+
+
+def known(store: Store, names: list[str]) -> dict[str, NodeStatus]:
+    """The statuses of ``names``; UsageError naming the first that is not registered."""
+    nodes = {n.name: n for n in store.node_statuses()}
+    for name in names:
+        if name not in nodes:
+            raise UsageError(f"node {name!r} is not registered")
+    return {name: nodes[name] for name in names}
+
+
+def drain(store: Store, names: list[str], reason: str) -> None:
+    known(store, names)
+    for name in names:
+        store.drain(name, reason)
+        store.incident("drained", name, reason=reason)
+
+
+def resume(store: Store, names: list[str]) -> None:
+    """Back in service; their restart history is cleared."""
+    known(store, names)
+    for name in names:
+        store.undrain(name)
+        store.incident("resumed", name)
+
+
+def forget(store: Store, names: list[str], done=lambda name: None) -> None:
+    """Remove DOWN nodes from the registry (workers scaled away); ``done(name)`` after each."""
+    known(store, names)
+    for name in names:
+        if not store.forget_node(name):
+            raise UsageError(f"node {name} is up; stop it before forgetting it")
+        done(name)

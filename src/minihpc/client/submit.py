@@ -1,0 +1,116 @@
+"""Submitting a job: validate, copy the script into the spool, record it as PENDING."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+
+from minihpc.core.errors import UsageError
+from minihpc.core.models import Job, Priority
+from minihpc.state.store import Store
+
+
+@dataclass
+class Request:
+    script: str
+    args: list[str] = field(default_factory=list)
+    nodes: int = 1
+    tasks_per_node: int = 1
+    priority: Priority = Priority.NORMAL
+    time_limit: float | None = None
+    progress_timeout: float | None = None
+    name: str | None = None
+    dependency: list[int] = field(default_factory=list)
+    workdir: str = ""
+    user: str = ""
+    text: str | None = None  # the script as already read; spooled exactly as parsed
+    script_name: str | None = None  # for a script read from stdin ("-"): its file name
+
+
+STDIN = "-"
+
+
+def read_stdin(stream) -> str:
+    try:
+        text = stream.read()
+    except UnicodeDecodeError:
+        raise UsageError("the script on standard input is not a text file") from None
+    if not text.strip():
+        raise UsageError("the script on standard input is empty")
+    return text
+
+
+def read_script(path: str) -> str:
+    """The script's text, or a UsageError that says what is wrong with the path."""
+    if not os.path.exists(path):
+        raise UsageError(f"script {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise UsageError(f"script {path!r} is not a file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except PermissionError:
+        raise UsageError(f"script {path!r} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"script {path!r} is not a text file") from None
+
+
+def validate(request: Request, capacity: int) -> None:
+    if request.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {request.nodes}")
+    if request.tasks_per_node < 1:
+        raise UsageError(f"--ntasks-per-node must be at least 1, got {request.tasks_per_node}")
+    if request.nodes > capacity:
+        raise UsageError(
+            f"job needs {request.nodes} node{'s' if request.nodes != 1 else ''}; "
+            f"the cluster has {capacity}"
+        )
+
+
+def submit(store: Store, request: Request) -> Job:
+    """Record the job; the script is copied now, so later edits do not change it."""
+    from_stdin = request.script == STDIN
+    name = os.path.basename(request.script_name or "stdin") if from_stdin else None
+    source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
+    text = request.text if request.text is not None else read_script(source)
+    cluster = store.cluster_info()
+    validate(request, store.node_count())
+    if request.dependency:
+        states = store.job_states(request.dependency)
+        missing = [d for d, s in states.items() if s is None]
+        if missing:
+            raise UsageError(
+                f"dependency afterok:{missing[0]} names job {missing[0]}, which does not exist"
+            )
+    job_id = store.next_job_id()
+    spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
+    os.makedirs(spool, exist_ok=True)
+    copy = os.path.join(spool, name or os.path.basename(source))
+    data = text.encode("utf-8")
+    with open(copy, "wb") as fh:
+        fh.write(data)
+    if not from_stdin:
+        shutil.copymode(source, copy)
+    job = Job(
+        id=job_id,
+        name=request.name or name or os.path.basename(source),
+        user=request.user or getpass.getuser(),
+        script=copy,
+        script_source=source,
+        script_sha256=hashlib.sha256(data).hexdigest(),
+        args=list(request.args),
+        nodes_requested=request.nodes,
+        tasks_per_node=request.tasks_per_node,
+        priority=request.priority,
+        time_limit=request.time_limit,
+        progress_timeout=request.progress_timeout,
+        dependency=list(request.dependency),
+        workdir=request.workdir or os.getcwd(),
+        submitted_at=time.time(),
+    )
+    store.add_job(job)
+    return job

@@ -1,0 +1,150 @@
+"""Settings: flag > environment (MINIHPC_*) > config file > the defaults documented here.
+
+A frozen :class:`Settings` is built once per process and passed explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from minihpc.core.errors import UsageError
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+"""Where every command looks for the cluster when nothing else says."""
+
+HEARTBEAT_INTERVAL = 0.5
+"""Seconds between two heartbeats of a node agent."""
+
+NODE_TIMEOUT = 2.5
+"""Seconds of heartbeat silence after which a node is DOWN (its alive key expires)."""
+
+KILL_WAIT = 3.0
+"""Seconds between SIGTERM and SIGKILL when a job's ranks are torn down (Slurm's KillWait)."""
+
+SCHEDULER_INTERVAL = 0.5
+"""Longest time the master sleeps when nothing wakes it."""
+
+POLL_INTERVAL = 0.1
+"""How often a node agent checks a running job for cancel, timeout or a failed peer."""
+
+
+MAX_REQUEUES = 3
+"""Times a job interrupted by node failures is requeued before it stays NODE_FAIL."""
+
+
+PROGRESS_TIMEOUT = 300.0
+"""Watchdog: seconds a job that reports progress may go without a report before its gang is
+torn down and requeued (a rank hung in a collective). Per job: submit --progress-timeout."""
+
+RESTART_BUDGET = 5
+"""Restarts of one node the health monitor makes within RESTART_WINDOW before draining it."""
+
+RESTART_WINDOW = 600.0
+
+RESTART_BACKOFF_MAX = 30.0
+"""Longest wait between restarts of a failing node (the wait doubles from 1 s)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str = DEFAULT_REDIS_URL
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+    node_timeout: float = NODE_TIMEOUT
+    kill_wait: float = KILL_WAIT
+    scheduler_interval: float = SCHEDULER_INTERVAL
+    poll_interval: float = POLL_INTERVAL
+    max_requeues: int = MAX_REQUEUES
+    progress_timeout: float = PROGRESS_TIMEOUT
+    restart_budget: int = RESTART_BUDGET
+    restart_window: float = RESTART_WINDOW
+    restart_backoff_max: float = RESTART_BACKOFF_MAX
+
+    def with_overrides(self, **overrides) -> Settings:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def local_state_dir() -> Path:
+    """Where ``minihpc up --local`` keeps its Redis data, logs and the URL it printed."""
+    if os.environ.get("MINIHPC_STATE_DIR"):
+        return Path(os.environ["MINIHPC_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "minihpc"
+
+
+def shared_layout(shared_dir: str | Path, mode: str) -> dict[str, str]:
+    """The cluster record for a shared tree; local mode and the containers use the same one:
+    ``jobs`` (the spool), ``logs``, ``models`` (checkpoints) and ``data``."""
+    root = Path(shared_dir)
+    return {
+        "mode": mode,
+        "spool_dir": str(root / "jobs" / "spool"),
+        "log_dir": str(root / "logs"),
+        "checkpoint_dir": str(root / "models"),
+        "data_dir": str(root / "data"),
+    }
+
+
+def local_redis_url_file(state_dir: Path | None = None) -> Path:
+    """Where a local cluster writes its URL (minihpc.machine.local_state.LocalState owns it)."""
+    return (state_dir or local_state_dir()) / "redis_url"
+
+
+def load_settings(config_file: str | None = None, env: dict | None = None) -> Settings:
+    """Build the settings from a config file, then the environment on top of it."""
+    env = os.environ if env is None else env
+    values: dict = {}
+    path = config_file or env.get("MINIHPC_CONFIG")
+    if path:
+        values.update(_read_toml(Path(path)))
+    for f in fields(Settings):
+        raw = env.get("MINIHPC_" + f.name.upper())
+        if raw is not None and raw != "":
+            values[f.name] = raw
+    if "redis_url" not in values:
+        url_file = local_redis_url_file()
+        if url_file.is_file():
+            values["redis_url"] = url_file.read_text().strip()
+    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+    section = data.get("minihpc", data)
+    known = {f.name for f in fields(Settings)}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise UsageError(f"config file {path} has unknown settings: {', '.join(unknown)}")
+    return dict(section)
+
+
+_COUNTS = {"max_requeues": 0, "restart_budget": 1}
+"""Whole-number settings, with their least value."""
+
+
+def _coerce(name: str, value):
+    if name == "redis_url":
+        return str(value)
+    if name in _COUNTS:
+        try:
+            count = int(str(value))
+        except ValueError:
+            raise UsageError(f"setting {name}={value!r} is not a whole number") from None
+        if count < _COUNTS[name]:
+            raise UsageError(f"setting {name}={value!r} must be at least {_COUNTS[name]}")
+        return count
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"setting {name}={value!r} is not a number") from None
+    if number <= 0:
+        raise UsageError(f"setting {name}={value!r} must be positive")
+    return number

@@ -1,0 +1,108 @@
+"""What a node runs for its share of a job: the torchrun command line and the job's
+environment. Pure functions of a :class:`LaunchSpec`, the payload the master queues."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+from minihpc.core.parsing import compress_hostlist
+
+LAUNCH_TASK = "minihpc.node.agent.launch_task"
+"""The rq task the master queues on a node's queue (resolved by name in the node agent)."""
+TORCHRUN_MODULE = "minihpc.node.torchrun"
+"""What a node runs for its share of a job: torchrun, reporting real exit codes and signals."""
+RANK_MODULE = "minihpc.node.rank"
+"""What torchrun runs per rank: the job's script, with Slurm's per-rank variables."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One node's launch task; travels through rq as JSON."""
+
+    job_id: int
+    attempt: int
+    name: str
+    node: str
+    node_rank: int
+    nodes: list[str]
+    master_addr: str
+    tasks_per_node: int
+    script: str
+    args: list[str] = field(default_factory=list)
+    workdir: str = ""
+    source_dir: str = ""  # where the submitted script lives, so its sibling modules import
+    log_path: str = ""
+    checkpoint_dir: str = ""
+    data_dir: str = ""
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.tasks_per_node
+
+    def to_payload(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> LaunchSpec:
+        return cls(**payload)
+
+
+def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
+    """torchrun's arguments for a static rendezvous; the script runs through RANK_MODULE,
+    which adds Slurm's per-rank variables and exits cleanly (see minihpc.node.rank)."""
+    return [
+        f"--nnodes={spec.nnodes}",
+        f"--node-rank={spec.node_rank}",
+        f"--nproc-per-node={spec.tasks_per_node}",
+        f"--master-addr={spec.master_addr}",
+        f"--master-port={master_port}",
+        "--rdzv-backend=static",
+        "--max-restarts=0",
+        "--monitor-interval=0.02",  # how soon a dead rank is seen: it dates the failure
+        "--module",
+        RANK_MODULE,
+        spec.script,
+        *spec.args,
+    ]
+
+
+def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[str, str]:
+    """The environment of the job's ranks (torchrun adds RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT per rank)."""
+    env = dict(base)
+    hostlist = compress_hostlist(spec.nodes)
+    env.update(
+        {
+            "MINIHPC_JOB_ID": str(spec.job_id),
+            "MINIHPC_JOB_NAME": spec.name,
+            "MINIHPC_ATTEMPT": str(spec.attempt),
+            "MINIHPC_NODE": spec.node,
+            "MINIHPC_NODELIST": ",".join(spec.nodes),
+            "MINIHPC_CHECKPOINT_DIR": spec.checkpoint_dir,
+            "MINIHPC_DATA_DIR": spec.data_dir,
+            "SLURM_JOB_ID": str(spec.job_id),
+            "SLURM_JOBID": str(spec.job_id),
+            "SLURM_JOB_NAME": spec.name,
+            "SLURM_NTASKS": str(spec.world_size),
+            "SLURM_NPROCS": str(spec.world_size),
+            "SLURM_NTASKS_PER_NODE": str(spec.tasks_per_node),
+            "SLURM_JOB_NODELIST": hostlist,
+            "SLURM_NODELIST": hostlist,
+            "SLURM_JOB_NUM_NODES": str(spec.nnodes),
+            "SLURM_NNODES": str(spec.nnodes),
+            "SLURM_NODEID": str(spec.node_rank),
+            "SLURMD_NODENAME": spec.node,
+            "SLURM_RESTART_COUNT": str(spec.attempt - 1),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if spec.workdir:
+        env["SLURM_SUBMIT_DIR"] = spec.workdir
+    # The job runs a spooled copy; its original folder stays importable for helper modules.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.source_dir, base.get("PYTHONPATH")) if p)
+    return env

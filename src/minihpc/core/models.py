@@ -1,0 +1,240 @@
+"""Job and node records, their states, and the legal transitions between states."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+
+
+class JobState(str, Enum):
+    """A job's life, with Slurm's names and codes.
+
+    PENDING   -> RUNNING     the scheduler reserved all its nodes in one step and dispatched it
+    PENDING   -> CANCELLED   ``minihpc cancel``, or a dependency that can never be satisfied
+    RUNNING   -> COMPLETED   every rank on every node exited 0
+    RUNNING   -> FAILED      some rank exited non-zero (the first such exit code is kept)
+    RUNNING   -> CANCELLED   ``minihpc cancel``
+    RUNNING   -> TIMEOUT     it ran past its time limit
+    RUNNING   -> NODE_FAIL   one of its nodes stopped heartbeating or lost its allocation
+    NODE_FAIL -> PENDING     requeued after a node failure (it keeps its id and counts attempts)
+    """
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+
+    @property
+    def code(self) -> str:
+        return _STATE_CODES[self]
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING)
+
+
+_STATE_CODES = {
+    JobState.PENDING: "PD",
+    JobState.RUNNING: "R",
+    JobState.COMPLETED: "CD",
+    JobState.FAILED: "F",
+    JobState.CANCELLED: "CA",
+    JobState.TIMEOUT: "TO",
+    JobState.NODE_FAIL: "NF",
+}
+
+_TRANSITIONS = {
+    JobState.PENDING: {JobState.RUNNING, JobState.CANCELLED},
+    JobState.RUNNING: {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+    },
+    JobState.NODE_FAIL: {JobState.PENDING},
+}
+
+
+def can_transition(current: JobState, new: JobState) -> bool:
+    """Whether a job in ``current`` may move to ``new`` (see JobState's docstring)."""
+    return new in _TRANSITIONS.get(current, ())
+
+
+class Priority(str, Enum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 is served first."""
+        return (Priority.HIGH, Priority.NORMAL, Priority.LOW).index(self)
+
+
+class NodeState(str, Enum):
+    IDLE = "idle"
+    ALLOC = "alloc"
+    DOWN = "down"
+    DRAIN = "drain"
+
+
+@dataclass
+class Job:
+    """One job record, stored as a Redis hash (lists as JSON, None as an empty string).
+
+    Sub-states that are not states of their own are named here as properties: a RUNNING job
+    may be :attr:`failing` (one node's ranks failed; the master holds the verdict until it
+    knows whether a node died), and a NODE_FAIL job is final only once the master has decided
+    not to requeue it (``Store.requeue_undecided``; see :meth:`ended_for_good`)."""
+
+    id: int
+    name: str
+    user: str
+    script: str  # the spooled copy the ranks run
+    script_source: str  # the path the user submitted
+    script_sha256: str
+    args: list[str] = field(default_factory=list)
+    nodes_requested: int = 1
+    tasks_per_node: int = 1
+    priority: Priority = Priority.NORMAL
+    time_limit: float | None = None  # seconds; None is unlimited
+    progress_timeout: float | None = None  # watchdog: seconds without a progress report
+    dependency: list[int] = field(default_factory=list)  # afterok job ids
+    workdir: str = ""
+    state: JobState = JobState.PENDING
+    reason: str = "None"
+    attempts: int = 0
+    requeues: int = 0  # times a node failure sent it back to the queue
+    exit_code: int | None = None
+    signal: str | None = None
+    failed_node: str | None = None
+    first_failure: str | None = None  # the node whose ranks failed first in this attempt
+    failing_since: float | None = None  # when that failure was reported (the hold starts)
+    nodes: list[str] = field(default_factory=list)
+    submitted_at: float = 0.0
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    _LISTS = ("args", "dependency", "nodes")
+    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues")
+    _OPT_INTS = ("exit_code",)
+    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since")
+    _OPT_STRS = ("signal", "failed_node", "first_failure")
+
+    @property
+    def failing(self) -> bool:
+        """RUNNING, with a failure held: a node's ranks failed and the verdict waits (see
+        outcome.held_failure) to tell the job's own fault from a dead peer's."""
+        return self.state is JobState.RUNNING and self.first_failure is not None
+
+    def ended_for_good(self, requeue_undecided: bool) -> bool:
+        """Ended and staying so: a NODE_FAIL job may still go back to the queue while the
+        master has not decided (``requeue_undecided``)."""
+        return self.state.terminal and not requeue_undecided
+
+    def begin_attempt(self, nodes: list[str], now: float) -> None:
+        """PENDING -> RUNNING on ``nodes``: a new attempt, with the last one's outcome cleared."""
+        self.state = JobState.RUNNING
+        self.reason = "None"
+        self.nodes = list(nodes)
+        self.attempts += 1
+        self.started_at = now
+        self.ended_at = None
+        self.exit_code = None
+        self.signal = None
+        self.failed_node = None
+        self.first_failure = None
+        self.failing_since = None
+
+    def to_record(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self._LISTS:
+                out[f.name] = json.dumps(value)
+            elif isinstance(value, Enum):
+                out[f.name] = value.value
+            elif value is None:
+                out[f.name] = ""
+            else:
+                out[f.name] = str(value)
+        return out
+
+    @classmethod
+    def from_record(cls, data: dict[str, str]) -> Job:
+        """The inverse of :meth:`to_record` (keys and values already decoded)."""
+        kwargs: dict = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name in cls._LISTS:
+                kwargs[f.name] = json.loads(value) if value else []
+            elif f.name in cls._INTS:
+                kwargs[f.name] = int(value)
+            elif f.name in cls._OPT_INTS:
+                kwargs[f.name] = int(value) if value else None
+            elif f.name in cls._OPT_FLOATS:
+                kwargs[f.name] = float(value) if value else None
+            elif f.name == "submitted_at":
+                kwargs[f.name] = float(value)
+            elif f.name == "state":
+                kwargs[f.name] = JobState(value)
+            elif f.name == "priority":
+                kwargs[f.name] = Priority(value)
+            elif f.name in cls._OPT_STRS:
+                kwargs[f.name] = value or None
+            else:
+                kwargs[f.name] = value
+        return cls(**kwargs)
+
+    def to_json(self) -> dict:
+        """The public JSON view (``minihpc show --json``)."""
+        out = asdict(self)
+        out["state"] = self.state.value
+        out["state_code"] = self.state.code
+        out["priority"] = self.priority.value
+        return out
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What the scheduler and ``minihpc nodes`` know of one node at one moment."""
+
+    name: str
+    addr: str
+    alive: bool
+    job: int | None = None
+    drain_reason: str | None = None
+    cpus: int = 0
+    memory_bytes: int = 0
+    last_heartbeat: float | None = None
+    metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
+
+    @property
+    def state(self) -> NodeState:
+        if not self.alive:
+            return NodeState.DOWN
+        if self.job is not None:
+            return NodeState.ALLOC
+        if self.drain_reason is not None:
+            return NodeState.DRAIN
+        return NodeState.IDLE
+
+    @property
+    def schedulable(self) -> bool:
+        """Up and not drained: it counts toward what jobs can ever get."""
+        return self.alive and self.drain_reason is None
+
+
+def node_state_changes(
+    before: dict[str, NodeState], after: dict[str, NodeState]
+) -> list[tuple[str, NodeState | None, NodeState | None]]:
+    """(node, old, new) for every node whose state differs; None for a node not (yet) known."""
+    names = sorted(set(before) | set(after))
+    return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]

@@ -1,0 +1,182 @@
+"""Parsing of what users type: time limits, dependencies, script header options, node lists."""
+
+from __future__ import annotations
+
+import re
+
+from minihpc.core.errors import UsageError
+
+_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or a number with s/m/h/d"
+_UNLIMITED = {"unlimited", "infinite", "inf", "none"}
+
+
+def parse_time_limit(text: str) -> float | None:
+    """Slurm's time formats to seconds; ``UNLIMITED`` gives None.
+
+    >>> parse_time_limit("90"), parse_time_limit("1:30"), parse_time_limit("1-00")
+    (5400.0, 90.0, 86400.0)
+    """
+    raw = text.strip()
+    if raw.lower() in _UNLIMITED:
+        return None
+    seconds = _parse_time(raw)
+    if seconds is None or seconds <= 0:
+        raise UsageError(f"invalid time limit {text!r}: expected {_TIME_FORMS}")
+    return float(seconds)
+
+
+def _parse_time(raw: str) -> float | None:
+    suffix = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", raw)
+    if suffix:
+        return float(suffix.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[suffix.group(2)]
+    days = 0
+    if "-" in raw:
+        day_part, raw = raw.split("-", 1)
+        if not day_part.isdigit():
+            return None
+        days = int(day_part)
+        parts = raw.split(":")
+        if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+            return None
+        hours, minutes, secs = (list(map(int, parts)) + [0, 0])[:3]
+    else:
+        parts = raw.split(":")
+        if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+            return None
+        numbers = list(map(int, parts))
+        if len(numbers) == 1:
+            hours, minutes, secs = 0, numbers[0], 0
+        elif len(numbers) == 2:
+            hours, minutes, secs = 0, numbers[0], numbers[1]
+        else:
+            hours, minutes, secs = numbers
+    return days * 86400 + hours * 3600 + minutes * 60 + secs
+
+
+def format_duration(seconds: float | None) -> str:
+    """Slurm's elapsed-time style: M:SS, H:MM:SS, D-HH:MM:SS; UNLIMITED for None."""
+    if seconds is None:
+        return "UNLIMITED"
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def format_elapsed(seconds: float | None) -> str:
+    """sacct's Elapsed column: HH:MM:SS, or D-HH:MM:SS past a day (``00:00:06``)."""
+    total = max(0, int(seconds or 0))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def parse_dependency(text: str) -> list[int]:
+    """``afterok:12:13`` (or several comma-separated afterok terms) to job ids."""
+    ids: list[int] = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        kind, _, rest = term.partition(":")
+        if kind != "afterok":
+            raise UsageError(
+                f"invalid dependency {text!r}: only afterok:ID[:ID...] is supported"
+            )
+        parts = rest.split(":") if rest else []
+        if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"invalid dependency {text!r}: expected afterok:ID[:ID...]")
+        ids.extend(int(p) for p in parts)
+    if not ids:
+        raise UsageError(f"invalid dependency {text!r}: expected afterok:ID[:ID...]")
+    return ids
+
+
+HEADER_PREFIXES = ("#MINIHPC", "#SBATCH")
+
+
+def header_lines(script_text: str) -> list[tuple[str, list[str]]]:
+    """(prefix, option words) of each ``#MINIHPC`` or ``#SBATCH`` line at the top of a script.
+
+    Like sbatch, reading stops at the first line that is neither blank nor a comment -- except
+    that a Python script's module docstring may come first, where Python wants it.
+    """
+    found: list[tuple[str, list[str]]] = []
+    lines = iter(script_text.splitlines())
+    docstring_allowed = True
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        quote = _docstring_quote(stripped) if docstring_allowed else None
+        if quote:
+            docstring_allowed = False
+            _skip_docstring(stripped, quote, lines)
+            continue
+        if not stripped.startswith("#"):
+            break
+        for prefix in HEADER_PREFIXES:
+            if stripped.startswith(prefix + " ") or stripped.startswith(prefix + "\t"):
+                found.append((prefix, stripped[len(prefix):].split(" #", 1)[0].split()))
+    return found
+
+
+def _docstring_quote(line: str) -> str | None:
+    """The triple quote that opens a string on this line, or None."""
+    body = line.lstrip("rRbBuU")
+    return next((q for q in ('"""', "'''") if body.startswith(q)), None)
+
+
+def _skip_docstring(first: str, quote: str, lines) -> None:
+    """Consume the lines of a docstring that opened on ``first``."""
+    if quote in first.lstrip("rRbBuU")[len(quote):]:
+        return  # it closes on the line it opened
+    for rest in lines:
+        if quote in rest:
+            return
+
+
+def header_options(script_text: str) -> list[str]:
+    """Every option word of the script's header lines, in order."""
+    return [word for _prefix, words in header_lines(script_text) for word in words]
+
+
+def compress_hostlist(names: list[str]) -> str:
+    """Slurm's compact node list: worker-node-1,worker-node-2 -> worker-node-[1-2]."""
+    groups: dict[str, list[int]] = {}
+    order: list[str] = []
+    plain: list[str] = []
+    for name in names:
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        if not m or m.group(2).startswith("0") and m.group(2) != "0":
+            plain.append(name)
+            order.append(name)
+            continue
+        prefix = m.group(1)
+        if prefix not in groups:
+            groups[prefix] = []
+            order.append(prefix)
+        groups[prefix].append(int(m.group(2)))
+    parts = []
+    for key in order:
+        if key in plain:
+            parts.append(key)
+            continue
+        numbers = sorted(set(groups[key]))
+        if len(numbers) == 1:
+            parts.append(f"{key}{numbers[0]}")
+            continue
+        ranges, start, prev = [], numbers[0], numbers[0]
+        for n in numbers[1:] + [None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{key}[{','.join(ranges)}]")
+    return ",".join(parts)

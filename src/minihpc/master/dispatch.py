@@ -1,0 +1,61 @@
+"""Dispatch: the per-node launch tasks of a job the scheduler started, queued on each node's
+rq queue in the same transaction that reserves the nodes (see ``Store.start``)."""
+
+from __future__ import annotations
+
+import os
+
+from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
+from minihpc.core.models import Job, NodeStatus
+from minihpc.state.queues import node_queue
+
+LAUNCH_RESULT_TTL = 600
+"""Seconds rq keeps a finished launch task's result."""
+LAUNCH_FAILURE_TTL = 86400
+"""Seconds rq keeps a failed launch task (for an operator to read)."""
+
+
+def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]) -> list[LaunchSpec]:
+    """The per-node launch tasks of a job that has just been given ``job.nodes``."""
+    log_dir = os.path.join(cluster["log_dir"], f"job-{job.id}")
+    checkpoint_dir = os.path.join(cluster["checkpoint_dir"], f"job-{job.id}")
+    master_addr = nodes[job.nodes[0]].addr
+    return [
+        LaunchSpec(
+            job_id=job.id,
+            attempt=job.attempts,
+            name=job.name,
+            node=name,
+            node_rank=rank,
+            nodes=list(job.nodes),
+            master_addr=master_addr,
+            tasks_per_node=job.tasks_per_node,
+            script=job.script,
+            args=list(job.args),
+            workdir=job.workdir,
+            source_dir=os.path.dirname(job.script_source) if job.script_source.startswith("/") else "",
+            log_path=os.path.join(log_dir, f"{name}.log"),
+            checkpoint_dir=checkpoint_dir,
+            data_dir=cluster.get("data_dir", ""),
+        )
+        for rank, name in enumerate(job.nodes)
+    ]
+
+
+def dispatcher(store, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
+    """``dispatch(pipe, job)`` for ``Store.start``: queue every node's launch task on ``pipe``."""
+
+    def dispatch(pipe, job: Job) -> None:
+        for spec in launch_specs(job, nodes, cluster):
+            node_queue(store, spec.node).enqueue_call(
+                LAUNCH_TASK,
+                kwargs=spec.to_payload(),
+                timeout=-1,
+                result_ttl=LAUNCH_RESULT_TTL,
+                failure_ttl=LAUNCH_FAILURE_TTL,
+                job_id=f"minihpc-{job.id}-{job.attempts}-{spec.node}",
+                description=f"job {job.id} attempt {job.attempts} on {spec.node}",
+                pipeline=pipe,
+            )
+
+    return dispatch

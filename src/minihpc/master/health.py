@@ -1,0 +1,88 @@
+"""The health monitor: notices nodes going DOWN and coming back, restarts DOWN nodes through a
+restarter with backoff and a budget, and drains a node that keeps failing.
+
+The master calls :meth:`HealthMonitor.step` on every pass; restarts run in threads, so a slow
+``docker restart`` never holds up scheduling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from minihpc.core.models import NodeStatus
+from minihpc.core.restart_policy import Action, RestartPolicy, decide, recent
+from minihpc.restart.spec import Restarter
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class HealthMonitor:
+    def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float):
+        self.store = store
+        self.restarter = restarter
+        self.policy = policy
+        self.node_timeout = node_timeout
+        self.in_flight: dict[str, threading.Thread] = {}
+        self.alive: dict[str, bool] = {}
+        self.down_since: dict[str, float] = {}
+        self.outage_end: float | None = None
+
+    def outage_ended(self, at: float) -> None:
+        """Redis answers again at ``at`` after an outage: the silence before does not count
+        towards any node's time DOWN (the master skips this monitor during the grace)."""
+        self.outage_end = at
+        self.down_since = {name: max(since, at) for name, since in self.down_since.items()}
+
+    def step(self, nodes: list[NodeStatus], now: float) -> None:
+        for node in nodes:
+            self._notice(node, now)
+            if node.alive or node.drain_reason is not None or self.restarter is None:
+                continue
+            running = self.in_flight.get(node.name)
+            if running is not None and running.is_alive():
+                continue
+            # When this monitor saw it go DOWN; else (a restarted master) when its alive key
+            # lapsed, node_timeout after the last heartbeat -- or sooner, if its agent dropped
+            # the key on a graceful stop.
+            down_since = self.down_since.get(node.name, min(now, (node.last_heartbeat or now) + self.node_timeout))
+            down_since = max(down_since, self.outage_end or down_since)
+            history = self.store.restarts(node.name)
+            action = decide(history, down_since, now, self.policy)
+            if action is Action.RESTART:
+                self.store.record_restart(node.name, now)
+                self.store.incident("restart", node.name, attempt=len(recent(history, self.policy, now)) + 1)
+                thread = threading.Thread(target=self._restart, args=(node.name,), name=f"restart-{node.name}", daemon=True)
+                self.in_flight[node.name] = thread
+                thread.start()
+            elif action is Action.DRAIN:
+                reason = f"flapping: {self.policy.budget} restarts within {self.policy.window:g}s"
+                self.store.drain(node.name, reason)
+                self.store.incident("drained", node.name, reason=reason)
+                log.error("node %s: drained (%s)", node.name, reason)
+
+    def _notice(self, node: NodeStatus, now: float) -> None:
+        before = self.alive.get(node.name)
+        self.alive[node.name] = node.alive
+        if before is None or before == node.alive:
+            return
+        if node.alive:
+            since = self.down_since.pop(node.name, None)
+            if since is not None:
+                self.store.observe("node_recovery_seconds", now - since)
+            self.store.incident("back", node.name, down_for=None if since is None else now - since)
+            log.info("node %s: back", node.name)
+        else:
+            silent = now - node.last_heartbeat if node.last_heartbeat else None
+            self.down_since[node.name] = now
+            self.store.incident("down", node.name, silent_for=silent)
+            log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
+
+    def _restart(self, name: str) -> None:
+        try:
+            self.restarter.restart(name)
+            log.warning("node %s: restarted", name)
+        except Exception as exc:  # noqa: BLE001 - a failed restart is an incident, not a crash
+            self.store.incident("restart_failed", name, error=str(exc)[:300])
+            log.error("node %s: restart failed: %s", name, exc)

@@ -1,0 +1,226 @@
+"""The master's loop: enforce time limits, notice lost nodes, and start what the plan says.
+
+Every decision is made by the pure functions of minihpc.core (scheduler, outcome, restart_policy); this module only reads the
+state, applies the decisions through the store, and waits for the next event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from minihpc.core import scheduler
+from minihpc.core.config import Settings
+from minihpc.core.models import JobState, NodeStatus
+from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence
+from minihpc.core.outcome import held_failure
+from minihpc.core.restart_policy import RestartPolicy, next_lapse
+from minihpc.master.dispatch import dispatcher
+from minihpc.master.health import HealthMonitor
+from minihpc.metrics import discovery
+from minihpc.restart.spec import Restarter
+from minihpc.state.connect import BLOCK_MAX, REDIS_ERRORS, connect
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Master:
+    """``sd_file``: where to keep Prometheus's file-SD targets (None: nowhere)."""
+
+    def __init__(self, settings: Settings, sd_file: str | None = None, restarter: Restarter | None = None):
+        self.settings = settings
+        self.store = Store(connect(settings.redis_url))
+        self.stop = threading.Event()
+        self.sd_file = sd_file
+        self.live_heartbeats: list[float | None] = []
+        self.cluster_metrics: str | None = None
+        self.redis_lost_at: float | None = None  # when Redis stopped answering (None: it answers)
+        self.redis_back_at: float | None = None  # when it last answered again after an outage
+        self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
+        policy = RestartPolicy(
+            backoff_max=settings.restart_backoff_max,
+            budget=settings.restart_budget,
+            window=settings.restart_window,
+        )
+        self.monitor = HealthMonitor(self.store, restarter, policy, settings.node_timeout)
+
+    def publish_targets(self, nodes: list[NodeStatus]) -> None:
+        if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
+            log.info("master: Prometheus targets now %s", ", ".join(n.name for n in nodes if n.metrics))
+
+    def step(self, now: float) -> scheduler.Plan:
+        """One pass: end running jobs that must end (time limit, lost node, no progress, a held
+        failure), requeue node failures, free stale allocations, then schedule. Within the
+        grace after a Redis outage no node is judged by its heartbeats (see core.outage)."""
+        asked = time.monotonic()
+        nodes = self.store.node_statuses()
+        self.redis_answered(asked, 0.0, time.monotonic())
+        quiet = in_outage_grace(self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval)
+        self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
+        self.publish_targets(nodes)
+        if not quiet:
+            self.monitor.step(nodes, now)
+        by_name = {n.name: n for n in nodes}
+        self.end_jobs(by_name, now, quiet)
+        self.requeue_node_failures()
+        self.free_stale_allocations(nodes, now, quiet)
+        return self.schedule(nodes, by_name, now)
+
+    def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool) -> None:
+        """End the running jobs that must end. The checks share one snapshot: every transition
+        is guarded by the job's current state, so a job two checks pick is ended once. While
+        ``quiet`` (an outage's grace) no job is ended for a lost node or for silence."""
+        store = self.store
+        running = store.running_jobs()
+        for job_id in scheduler.overdue(running, now):
+            if store.transition(job_id, JobState.TIMEOUT, "TimeLimit", only_from=[JobState.RUNNING]):
+                log.info("job %s: TIMEOUT (time limit reached)", job_id)
+        lost = {} if quiet else scheduler.lost(running, by_name)
+        for job_id, node in lost.items():
+            if store.transition(
+                job_id, JobState.NODE_FAIL, f"node {node} failed", only_from=[JobState.RUNNING], failed_node=node
+            ):
+                log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
+        progress = {} if quiet else store.progress(j.id for j in running)
+        for job_id, silent in scheduler.stalled(running, progress, now, self.settings.progress_timeout).items():
+            if store.transition(
+                job_id, JobState.NODE_FAIL, f"no progress for {silent:.0f}s", only_from=[JobState.RUNNING]
+            ):
+                store.incident("stalled", None, job_id, silent_for=silent)
+                log.warning("job %s: no progress for %.0fs; tearing it down to requeue it", job_id, silent)
+        grace = self.settings.node_timeout + 2 * self.settings.heartbeat_interval
+        for job in [] if quiet else running:  # a held failure waits on lost(), which is off
+            if job.failing:
+                outcome = held_failure(job, store.job_results(job.id, job.attempts), now, grace)
+                if outcome is not None and store.end_held_failure(job, outcome):
+                    log.info("job %s: FAILED (exit %s on %s, every node up)", job.id, outcome.exit_code, outcome.failed_node)
+
+    def schedule(self, nodes: list[NodeStatus], by_name: dict[str, NodeStatus], now: float) -> scheduler.Plan:
+        """Start what the plan says, cancel what can never run, and say why the rest waits."""
+        store = self.store
+        running = store.running_jobs()
+        pending = store.pending_jobs()
+        deps = store.job_states({d for job in pending for d in job.dependency})
+        plan = scheduler.plan(pending, nodes, running, deps, now)
+        for job_id, reason in plan.cancels.items():
+            if store.transition(job_id, JobState.CANCELLED, reason, only_from=[JobState.PENDING]):
+                log.info("job %s: CANCELLED (%s)", job_id, reason)
+        if plan.starts:
+            dispatch = dispatcher(self.store, by_name, store.cluster_info())
+            for job_id, chosen in plan.starts:
+                job = store.start(job_id, chosen, dispatch)
+                if job is not None:
+                    log.info("job %s: RUNNING on %s (attempt %s)", job_id, ",".join(chosen), job.attempts)
+        current = {job.id: job.reason for job in pending}
+        store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
+        return plan
+
+    def free_stale_allocations(self, nodes: list[NodeStatus], now: float, quiet: bool) -> None:
+        """Free a node still allocated to a job that stopped running a while ago (its agent
+        died before reporting, or lost its report); not during an outage's grace, when reports
+        are late through no one's fault."""
+        settings = self.settings
+        states = self.store.job_states({n.job for n in nodes if n.job is not None})
+        grace = 2 * settings.node_timeout + settings.kill_wait  # an in-flight report lands first
+        self.stale, stale = scheduler.stale_allocations(nodes, states, self.stale, now, grace)
+        for node, job_id in [] if quiet else stale:
+            if self.store.release_if_held(node, job_id):
+                held_for = now - self.stale.pop(node)[1]
+                state = states.get(job_id)
+                self.store.incident("freed_stale_allocation", node, job_id, held_for=held_for,
+                                    job_state=state.value if state else None)
+                log.warning("node %s: freed (job %s is %s, allocation held %.0fs after)", node, job_id,
+                            state.value if state else "gone", held_for)
+
+    def requeue_node_failures(self) -> None:
+        """Every job a node failure ended goes back to the queue (front of its priority) while
+        it has requeues left; its ranks on the surviving nodes are torn down by their agents,
+        which see the attempt is no longer running."""
+        limit = self.settings.max_requeues
+        for job in self.store.node_failed_jobs():
+            if job.state is not JobState.NODE_FAIL:
+                self.store.settle_node_failure(job.id)
+            elif scheduler.should_requeue(job, limit):
+                reason = f"Requeued ({job.reason}; requeue {job.requeues + 1} of {limit})"
+                if self.store.requeue(job.id, job.attempts, reason):
+                    self.store.incident("requeued", job.failed_node, job.id, attempt=job.attempts)
+                    log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
+            else:
+                self.store.settle_node_failure(job.id)
+                log.warning("job %s: NODE_FAIL for good, %s requeues used", job.id, job.requeues)
+
+    def pause(self) -> float:
+        """How long to sleep until the next pass: the scheduler interval, or less when a node's
+        heartbeat lapses sooner (a little after, so its alive key is gone by then)."""
+        lapse = next_lapse(self.live_heartbeats, time.time(), self.settings.node_timeout)
+        interval = self.settings.scheduler_interval
+        return interval if lapse is None else min(interval, lapse + 0.02)
+
+    def redis_silent(self, asked: float, exc: Exception) -> None:
+        """Redis did not answer a call made at ``asked`` (monotonic): an outage, until it
+        answers again."""
+        if self.redis_lost_at is None:
+            self.redis_lost_at = asked
+            log.warning("master: Redis unreachable (%s); retrying", exc)
+
+    def redis_answered(self, asked: float, expected: float, now: float) -> None:
+        """Redis answered a call made at ``asked`` (expected to take ``expected`` s; monotonic
+        times): after a silence long enough to lapse a heartbeat -- errors, or an answer that
+        late -- the outage's grace starts now. A shorter blip costs no heartbeat: no grace."""
+        settings = self.settings
+        late = answered_late(now - asked, expected, settings.node_timeout, settings.heartbeat_interval)
+        if self.redis_lost_at is None and not late:
+            return
+        since = self.redis_lost_at if self.redis_lost_at is not None else asked
+        self.redis_lost_at = None
+        if now - since <= lapsing_silence(settings.node_timeout, settings.heartbeat_interval):
+            log.warning("master: Redis answers again after %.1fs, too short to lapse a heartbeat", now - since)
+            return
+        wall = time.time()
+        self.redis_back_at = wall
+        self.monitor.outage_ended(wall)
+        self.stale = {}  # allocations are timed afresh: reports were late through no one's fault
+        grace = settings.node_timeout + settings.heartbeat_interval
+        log.warning("master: Redis answers again after %.1fs of silence; no node is judged by its heartbeats "
+                    "for %.1fs", now - since, grace)
+        self.store.incident("redis_outage", silent_for=now - since)
+
+    def run(self) -> None:
+        log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
+        self.reconcile_pending = True
+        last_prune = 0.0
+        while not self.stop.is_set():
+            try:
+                asked = time.monotonic()
+                if self.redis_lost_at is not None:
+                    self.store.ping()
+                    self.redis_answered(asked, 0.0, time.monotonic())
+                if self.reconcile_pending:
+                    for job_id, what in self.store.reconcile().items():
+                        log.warning("master: reconciled job %s (%s)", job_id, what)
+                    self.reconcile_pending = False
+                self.step(time.time())
+                if time.time() - last_prune > 60:
+                    self.store.prune_history()
+                    last_prune = time.time()
+            except REDIS_ERRORS as exc:
+                self.redis_silent(asked, exc)
+                time.sleep(self.settings.scheduler_interval)
+                continue
+            except Exception:  # noqa: BLE001 - a bad pass must not stop the cluster
+                log.exception("master: scheduling pass failed")
+                time.sleep(self.settings.scheduler_interval)
+            self.wait()
+
+    def wait(self) -> None:
+        """Until the next event or pass, noticing an outage (or a late answer) meanwhile."""
+        pause = min(self.pause(), BLOCK_MAX)
+        asked = time.monotonic()
+        try:
+            self.store.wait_event(pause)
+            self.redis_answered(asked, pause, time.monotonic())
+        except REDIS_ERRORS as exc:
+            self.redis_silent(asked, exc)
+            time.sleep(self.settings.scheduler_interval)

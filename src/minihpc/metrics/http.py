@@ -1,0 +1,17 @@
+"""Serving a collector over HTTP for Prometheus: each exporter on its own registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.process_collector import ProcessCollector
+
+
+def serve(port: int, collector, addr: str = "0.0.0.0", process: bool = True) -> int:
+    """Serve /metrics on ``addr:port`` from a background thread; returns the port (port 0
+    picks a free one, as local mode does for its many agents on one host)."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    if process:
+        ProcessCollector(registry=registry)
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server.server_port

@@ -1,0 +1,137 @@
+"""The node agent: registers its node, heartbeats, and runs launch tasks from its own rq queue.
+
+It is an rq SimpleWorker listening on exactly one queue (``minihpc-node-<name>``), so rq's
+multi-queue dequeue is never used; the master alone decides what goes on that queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+
+import psutil
+import redis
+from rq import Queue, SimpleWorker
+
+from minihpc.core.config import Settings
+from minihpc.core.launch_spec import LaunchSpec
+from minihpc.metrics.http import serve
+from minihpc.metrics.node import NodeCollector
+from minihpc.node.share import run_share
+from minihpc.state.connect import connect
+from minihpc.state.queues import SERIALIZER, node_queue
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+_current: NodeAgent | None = None
+
+
+def launch_task(**payload) -> dict:
+    """The rq task the master queues on a node: run that node's share of a job."""
+    agent = _current
+    if agent is None:
+        raise RuntimeError("launch_task runs only inside a minihpc node agent")
+    spec = LaunchSpec.from_payload(payload)
+    result = run_share(spec, agent.store, agent.settings, agent.shutting_down)
+    return result.to_dict()
+
+
+class _Worker(SimpleWorker):
+    """rq's in-process worker; a stop signal also tears down the job it is running."""
+
+    agent: NodeAgent
+
+    def handle_warm_shutdown_request(self):
+        self.agent.going_down()
+        super().handle_warm_shutdown_request()
+
+
+class NodeAgent:
+    def __init__(
+        self, settings: Settings, name: str, addr: str | None = None, metrics_port: int | None = None
+    ):
+        self.settings = settings
+        self.name = name
+        self.addr = addr or socket.gethostname()
+        self.metrics_port = metrics_port
+        self.store = Store(connect(settings.redis_url))
+        # The rq worker's own: it blocks for minutes in its dequeue and sets its own, longer
+        # socket timeout; everything else of ours keeps the 5 s one, so an outage raises.
+        self.rq_store = Store(connect(settings.redis_url, socket_timeout=None))
+        self.shutting_down = threading.Event()
+        self._stopped = threading.Event()
+
+    def going_down(self) -> None:
+        """A stop was asked for: stop heartbeating and drop the alive key at once, so the
+        scheduler gives this node nothing new while its running job is torn down."""
+        self.shutting_down.set()
+        self._stopped.set()
+        self.store.leave(self.name)
+
+    def _heartbeat_loop(self) -> None:
+        store = Store(connect(self.settings.redis_url))
+        while not self._stopped.wait(self.settings.heartbeat_interval):
+            try:
+                store.heartbeat(self.name, self.settings.node_timeout)
+            except Exception:  # noqa: BLE001 - keep beating through whatever Redis answers
+                log.warning("node %s: heartbeat failed", self.name, exc_info=True)
+
+    def start(self) -> None:
+        """Register the node and forget anything a previous incarnation held: its ranks died
+        with it, so its allocation and undelivered launch tasks are void."""
+        queue = self.queue()
+        stale = self.store.release_node(self.name)
+        if stale is not None:
+            log.warning("node %s: released job %s held by a previous agent", self.name, stale)
+        queue.empty()
+        metrics = ""
+        if self.metrics_port is not None:
+            collector = NodeCollector(self.name, self._current_job, self._models_dir)
+            metrics = f"{self.addr}:{serve(self.metrics_port, collector)}"
+        self.store.register_node(
+            self.name,
+            self.addr,
+            cpus=os.cpu_count() or 1,
+            memory_bytes=psutil.virtual_memory().total,
+            ttl=self.settings.node_timeout,
+            metrics=metrics,
+        )
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
+
+    def _models_dir(self) -> str | None:
+        """Where checkpoints go (the shared volume that fills up first), once the master has said."""
+        try:
+            return self.store.cluster_info().get("checkpoint_dir")
+        except redis.RedisError:  # a scrape must not fail on Redis
+            return None
+
+    def _current_job(self) -> int | None:
+        return self.store.node_job(self.name)
+
+    def queue(self) -> Queue:
+        return node_queue(self.rq_store, self.name)
+
+    def run(self) -> None:
+        global _current
+        _current = self
+        self.start()
+        worker = _Worker(
+            [self.queue()],
+            connection=self.rq_store.connection,
+            serializer=SERIALIZER,
+            # Unique per incarnation: a container's pid repeats, and a killed agent's rq
+            # registration outlives it, which would make rq refuse the name.
+            name=f"{self.name}.{os.getpid()}.{secrets.token_hex(3)}",
+        )
+        worker.agent = self
+        try:
+            worker.work(with_scheduler=False, logging_level="WARNING")
+        finally:
+            self._stopped.set()
+            self.store.leave(self.name)
+            log.info("node %s: agent stopped", self.name)

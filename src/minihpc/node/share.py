@@ -1,0 +1,320 @@
+"""One node's share of a job: agree on a master port, run torchrun, watch, tear down, report.
+
+Runs inside the node agent (an rq SimpleWorker) for each launch task the master queued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from enum import Enum
+
+import redis
+
+from minihpc.core.config import Settings
+from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, torchrun_args
+from minihpc.core.models import JobState
+from minihpc.core.outcome import NodeResult, from_returncode
+from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
+from minihpc.job import progress
+from minihpc.machine.ports import free_port
+from minihpc.machine.processes import process_tree, terminate
+from minihpc.state.connect import REDIS_ERRORS, retrying
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Stop(str, Enum):
+    """Why a node tore its ranks down before they ended by themselves."""
+
+    NODE_SHUTTING_DOWN = "node shutting down"
+    JOB_ENDED = "job ended"
+
+
+def current_or_unknown(store: Store, spec: LaunchSpec) -> bool:
+    """Whether the attempt is still current; during a Redis outage, assume it is (the ranks
+    keep running, and the next look decides)."""
+    try:
+        return store.attempt_is_current(spec.job_id, spec.attempt)
+    except REDIS_ERRORS:
+        return True
+
+
+def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
+    """Node rank 0 picks a free port and hands one copy to each peer; peers wait for theirs.
+    None if the job ended meanwhile."""
+    if spec.node_rank == 0:
+        port = free_port()
+        if spec.nnodes > 1:
+            store.publish_port(spec.job_id, spec.attempt, port, spec.nnodes - 1)
+        return port
+    while True:
+        port = store.take_port(spec.job_id, spec.attempt, poll)
+        if port is not None:
+            return port
+        if not current_or_unknown(store, spec):
+            return None
+
+
+def teardown(proc: subprocess.Popen, kill_wait: float) -> None:
+    """SIGTERM the launcher and every rank (ranks run in sessions of their own), then SIGKILL
+    whatever is left after ``kill_wait`` seconds."""
+    terminate(process_tree(proc.pid), kill_wait)
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+class _Progress:
+    """Forwards the ranks' progress files to Redis: the attempt's first report (once; its file
+    goes once sent), then the newest whenever it changed. Each record is checked first
+    (core.telemetry.check_record): a bad one is skipped, an unknown key dropped; the first
+    problem of the attempt is logged, and the count goes in the job's log at the end."""
+
+    def __init__(self, store: Store, spec: LaunchSpec, path: str):
+        self.store, self.spec = store, spec
+        self.path, self.first = path, progress.first_path(path)
+        self.forwarded: dict[str, bytes] = {}
+        self.bad = 0
+        self.first_problem: str | None = None
+
+    def forward(self) -> None:
+        for path in (self.first, self.path):
+            raw = _read_record(path)
+            if raw is None or self.forwarded.get(path) == raw:
+                continue
+            checked = check_record(raw, time.time())
+            if checked.problems:
+                self._complain(checked)
+            if checked.record is not None:
+                try:
+                    self.store.record_progress(self.spec.job_id, self.spec.attempt, self.spec.node, checked.record)
+                except redis.RedisError:  # best effort: a refused write never fails the job
+                    continue
+            self.forwarded[path] = raw
+            if path == self.first:
+                _unlink(self.first)
+
+    def _complain(self, checked: Checked) -> None:
+        self.bad += 1
+        if self.first_problem is not None:
+            return
+        what = "rejected" if checked.record is None else "kept without what is wrong"
+        self.first_problem = f"{'; '.join(checked.problems)} ({what})"
+        log.warning("job %s attempt %s on %s: malformed progress record: %s; later problems are only counted",
+                    self.spec.job_id, self.spec.attempt, self.spec.node, self.first_problem)
+
+    def summary(self) -> str:
+        """For the job's log: how many records were malformed, and the first problem."""
+        if not self.bad:
+            return ""
+        return f"; {self.bad} malformed progress record(s), the first: {self.first_problem}"
+
+    def remove(self) -> None:
+        for path in (self.path, self.first):
+            _unlink(path)
+
+
+def _read_record(path: str) -> bytes | None:
+    """A progress file's bytes (one more than a record may have, so a huge one is seen as such)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BYTES + 1)
+    except OSError:
+        return None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class ShareFailed(Exception):
+    """This node could not run or watch its ranks (a missing workdir, a full disk...): the job
+    ends FAILED with this as its reason."""
+
+
+@contextmanager
+def _failing(what: str):
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - whatever it is, it is the share's failure
+        raise ShareFailed(f"{what}: {exc}") from exc
+
+
+def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: threading.Event) -> NodeResult:
+    """Run this node's ranks of ``spec`` to the end and report the result to the store, once,
+    whatever fails on the way: the ranks never outlive the share, and a share that breaks ends
+    the job FAILED with the reason (its node is freed by the report)."""
+    try:
+        result, stopped = _share(spec, store, settings, shutting_down)
+    except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
+        result, stopped = _broken(store, spec, exc), None
+    if stopped is Stop.NODE_SHUTTING_DOWN:
+        try:
+            retrying(
+                store.transition, spec.job_id, JobState.NODE_FAIL, f"node {spec.node} shut down",
+                attempt=spec.attempt, failed_node=spec.node, what=f"job {spec.job_id} node failure", deadline=10.0,
+            )
+        except REDIS_ERRORS:
+            log.warning("job %s: could not record node %s shutting down; its result says it", spec.job_id, spec.node)
+    return _report(store, spec, result)
+
+
+def _share(spec: LaunchSpec, store: Store, settings: Settings,
+           shutting_down: threading.Event) -> tuple[NodeResult, Stop | None]:
+    if not retrying(store.attempt_is_current, spec.job_id, spec.attempt, what=f"job {spec.job_id} launch"):
+        log.info("job %s attempt %s: no longer running, not launched", spec.job_id, spec.attempt)
+        return NodeResult(None), None
+    port = retrying(agree_port, store, spec, settings.poll_interval, what=f"job {spec.job_id} rendezvous")
+    if port is None:
+        return NodeResult(None), None
+    return _run_ranks(spec, port, store, settings, shutting_down)
+
+
+def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
+    """The share failed: say why in the job's log (if it can be written) and end the job
+    FAILED with the reason; the result to report."""
+    reason = f"LaunchFailed ({spec.node}: {exc if isinstance(exc, ShareFailed) else f'{type(exc).__name__}: {exc}'})"
+    log.error("job %s attempt %s: %s", spec.job_id, spec.attempt, reason, exc_info=exc)
+    try:
+        with open(spec.log_path, "ab") as out:
+            out.write(f"=== {_stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
+    except OSError:
+        pass
+    try:
+        retrying(
+            store.transition, spec.job_id, JobState.FAILED, reason[:500], attempt=spec.attempt,
+            only_from=[JobState.RUNNING], exit_code=1, failed_node=spec.node, what=f"job {spec.job_id} failure",
+            deadline=10.0,
+        )
+    except Exception:  # noqa: BLE001 - the report below still frees the node
+        log.warning("job %s: could not record why it failed on %s", spec.job_id, spec.node, exc_info=True)
+    return NodeResult(1, at=time.time())
+
+
+def _report(store: Store, spec: LaunchSpec, result: NodeResult) -> NodeResult:
+    """A job's result must reach Redis: retried through an outage."""
+    retrying(store.record_result, spec.job_id, spec.attempt, spec.node, result, what=f"job {spec.job_id} result")
+    return result
+
+
+def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
+               shutting_down: threading.Event) -> tuple[NodeResult, Stop | None]:
+    """torchrun for this node's ranks, watched until they end or must be torn down."""
+    with _failing(f"cannot write the job log {spec.log_path}"):
+        os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
+        out = open(spec.log_path, "ab", buffering=0)  # noqa: SIM115 - closed below, whatever happens
+    try:
+        with _failing(f"cannot write the job log {spec.log_path}"):
+            out.write(
+                f"=== {_stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
+                f"{spec.node_rank} of {spec.nnodes}, master {spec.master_addr}:{port}) ===\n".encode()
+            )
+        if spec.checkpoint_dir:
+            with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
+                os.makedirs(spec.checkpoint_dir, exist_ok=True)
+        result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out)
+        _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
+                   f"{', signal ' + result.signal if result.signal else ''}"
+                   f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
+        return result, stopped
+    finally:
+        out.close()
+
+
+def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutting_down: threading.Event,
+            out) -> tuple[NodeResult, Stop | None, str]:
+    """Start torchrun writing to ``out`` and watch it; its ranks are torn down if anything
+    fails meanwhile. The result, why it was stopped, and what was wrong with its progress."""
+    fd, result_file = tempfile.mkstemp(prefix=f"minihpc-{spec.job_id}-", suffix=".json")
+    os.close(fd)
+    os.unlink(result_file)
+    reports = _Progress(store, spec, result_file.replace(".json", ".progress"))
+    env = job_env(spec, port, dict(os.environ))
+    env["MINIHPC_RESULT_FILE"] = result_file
+    env[progress.ENV] = reports.path
+    with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
+            cwd=spec.workdir or None, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
+    try:
+        with _failing("watching its ranks failed"):
+            stopped = _watch(proc, spec, store, settings, shutting_down, reports)
+            returncode = proc.wait()
+            reports.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
+    finally:
+        if proc.poll() is None:  # something broke while they ran: they must not outlive the share
+            log.warning("job %s attempt %s: tearing down on %s after a failure", spec.job_id, spec.attempt, spec.node)
+            teardown(proc, settings.kill_wait)
+            proc.wait()
+            _unlink(result_file)
+        reports.remove()
+    return _read_result(result_file, returncode), stopped, reports.summary()
+
+
+def _note(out, line: str) -> None:
+    """A line in the job's log, if it can be written (a full disk must not change the result)."""
+    try:
+        out.write(line.encode())
+    except OSError as exc:
+        log.warning("cannot write to a job log: %s", exc)
+
+
+def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Settings,
+           shutting_down: threading.Event, reports: _Progress) -> Stop | None:
+    """Poll the ranks, forwarding progress, until they end (None) or must stop (and are)."""
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=settings.poll_interval)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        reports.forward()
+        stop = (Stop.NODE_SHUTTING_DOWN if shutting_down.is_set()
+                else Stop.JOB_ENDED if not current_or_unknown(store, spec) else None)
+        if stop is not None:
+            log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
+            teardown(proc, settings.kill_wait)
+            return stop
+    return None
+
+
+def _read_result(path: str, returncode: int) -> NodeResult:
+    """The launcher's own account of the first failing rank, else its return code (also when
+    the file is not what the launcher writes: a job script may have written it)."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+        os.unlink(path)
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and _typed(data):
+        return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))
+    code, sig = from_returncode(returncode)
+    return NodeResult(code, sig, at=time.time() if code else None)
+
+
+def _typed(data: dict) -> bool:
+    """Whether a result file's fields have the launcher's types."""
+    def whole(v):
+        return v is None or (isinstance(v, int) and not isinstance(v, bool))
+
+    at = data.get("at")
+    return (whole(data.get("exit_code")) and whole(data.get("rank")) and isinstance(data.get("signal") or "", str)
+            and (at is None or (isinstance(at, (int, float)) and not isinstance(at, bool))))

@@ -1,0 +1,79 @@
+"""torchrun, reporting what really happened: ``python -m minihpc.node.torchrun TORCHRUN-ARGS``.
+
+It is torchrun itself (``torch.distributed.run``), except that when ranks fail it writes the
+first failure's real exit code and signal (torchrun alone exits 1 whatever the rank did) to
+the JSON file named by MINIHPC_RESULT_FILE, and exits with that code (128+N for signal N).
+
+Ranks are forked from torchrun's agent (``MINIHPC_START_METHOD=fork``, the default) after it
+has imported torch and what DDP pulls in (torch._dynamo), instead of each rank starting a new
+interpreter and importing them again: on these 2-core machines that is 2-3 s of every job
+start (and of every resume after a failure). ``MINIHPC_START_METHOD=spawn`` gives torchrun's
+own way, ``python -u -m minihpc.node.rank`` per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+
+from minihpc.core.launch_spec import RANK_MODULE
+from minihpc.core.outcome import from_returncode, signal_name
+from minihpc.machine import files
+
+
+def _write(path: str | None, result: dict) -> None:
+    if not path:
+        return
+    files.replace(path, json.dumps(result).encode())
+
+
+def _run_forked(args) -> None:
+    import torch._dynamo  # noqa: F401 - DDP imports it in every rank; once here, before the fork
+    from torch.distributed.launcher.api import elastic_launch
+    from torch.distributed.run import config_from_args
+
+    from minihpc.node.rank import forked
+
+    args.start_method = "fork"
+    if args.standalone:  # what torchrun's own run() does for --standalone
+        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
+    config, _cmd, _cmd_args = config_from_args(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    elastic_launch(config=config, entrypoint=forked)(*args.training_script_args)
+
+
+def main(argv: list[str]) -> int:
+    result_file = os.environ.pop("MINIHPC_RESULT_FILE", None)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    args = parse_args(argv)
+    try:
+        if os.environ.get("MINIHPC_START_METHOD", "fork") == "fork" and args.module and args.training_script == RANK_MODULE:
+            _run_forked(args)
+        else:
+            run(args)
+        result = {"exit_code": 0, "signal": None, "rank": None}
+    except ChildFailedError as exc:
+        seen = time.time()  # within --monitor-interval of the rank's death
+        rank, failure = min(exc.failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
+        code, sig = from_returncode(failure.exitcode)
+        print(exc.format_msg(), file=sys.stderr)
+        result = {"exit_code": code, "signal": sig, "rank": rank, "at": seen}
+    except SignalException as exc:
+        number = int(exc.sigval)
+        result = {"exit_code": 128 + number, "signal": signal_name(number), "rank": None}
+    _write(result_file, result)
+    return result["exit_code"]
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

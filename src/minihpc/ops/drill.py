@@ -1,0 +1,161 @@
+"""Drills: inject a fault (minihpc.ops.faults) into a running cluster and measure its recovery.
+
+Every figure counts from the moment the fault was injected and is read from what the cluster
+itself recorded, so a drill measures the product, not the drill:
+
+- detected: the master's "down" incident for the node;
+- node back: its "back" incident (heartbeating again after the restart);
+- resumed: the first training step the job's next attempt reported (its progress reports, kept
+  per attempt), and the step it resumed from;
+- steps lost: steps the interrupted attempt had trained beyond the checkpoint it resumed from.
+
+``summarize`` is a pure function of those records; ``run`` is the thin loop that polls them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import redis
+
+from minihpc.core.models import JobState
+from minihpc.ops import faults as _faults
+from minihpc.state.store import Store
+
+POLL = 0.05
+
+
+@dataclass
+class Drill:
+    kind: str
+    node: str | None
+    job: int | None
+    fault_at: float
+    attempt: int | None = None
+    """The job's attempt when the fault hit."""
+    detected: float | None = None
+    back: float | None = None
+    resumed: float | None = None
+    resumed_from: int | None = None
+    last_step: int | None = None
+    steps_lost: int | None = None
+    job_state: str | None = None
+    redis_back: float | None = None
+    """redis-restart: when Redis answered again."""
+    kept_running: bool | None = None
+    """redis-restart: the job trained on in the same attempt after Redis was back."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(drill: Drill, incidents: list[dict], steps: dict[int, dict[str, dict]]) -> Drill:
+    """Fill in the figures from the node's incidents and the job's per-attempt steps."""
+    mine = sorted((i for i in incidents if i.get("node") == drill.node and i["at"] >= drill.fault_at),
+                  key=lambda i: i["at"])
+    down = next((i for i in mine if i["kind"] == "down"), None)
+    if down is not None:
+        drill.detected = down["at"] - drill.fault_at
+        back = next((i for i in mine if i["kind"] == "back" and i["at"] >= down["at"]), None)
+        drill.back = None if back is None else back["at"] - drill.fault_at
+    if drill.job is None or drill.attempt is None:
+        return drill
+    last = steps.get(drill.attempt, {}).get("last")
+    drill.last_step = None if last is None else int(last["step"])
+    later = sorted(a for a in steps if a > drill.attempt and "first" in steps[a])
+    if later:
+        first = steps[later[0]]["first"]
+        drill.resumed = first["at"] - drill.fault_at
+        drill.resumed_from = int(first["step"]) - 1
+        if drill.last_step is not None:
+            drill.steps_lost = max(0, drill.last_step - drill.resumed_from)
+    elif drill.redis_back is not None and last is not None and last["at"] > drill.fault_at + drill.redis_back:
+        drill.kept_running, drill.steps_lost = True, 0
+    return drill
+
+
+def finished(drill: Drill) -> bool:
+    """Whether every figure the drill can expect is in."""
+    if drill.kind == "redis-restart":
+        node_done = drill.redis_back is not None
+    else:
+        node_done = drill.detected is not None and drill.back is not None
+    job_done = (drill.job is None or drill.resumed is not None or bool(drill.kept_running)
+                or drill.job_state not in (None, "RUNNING", "PENDING"))
+    return node_done and job_done
+
+
+def running_job_on(store: Store, node: str | None) -> int | None:
+    for job in store.running_jobs():
+        if node is None or node in job.nodes:
+            return job.id
+    return None
+
+
+def run(store: Store, injector, kind: str, node: str | None, job_id: int | None = None,
+        duration: float = 30.0, timeout: float = 180.0, log=print) -> Drill:
+    """Inject the fault, hold it ``duration`` seconds when it is timed, and measure until every
+    figure is in or ``timeout`` has passed."""
+    _faults.check_kind(kind)
+    if job_id is None:
+        job_id = running_job_on(store, None if kind == "redis-restart" else node)
+    attempt = store.get_job(job_id).attempts if job_id is not None else None
+    drill = Drill(kind, node, job_id, time.time(), attempt)
+    injector.inject(kind, node)
+    log(f"{kind} {node or ''}: injected at {time.strftime('%H:%M:%S', time.localtime(drill.fault_at))}"
+        + (f", job {job_id} attempt {attempt}" if job_id is not None else ", no job running there"))
+    undone: list[str] = []
+    undo = threading.Thread(target=lambda: undone.append(_faults.wait_undo(injector, kind, node, duration)),
+                            daemon=True)
+    undo.start()
+    deadline = drill.fault_at + timeout + (duration if kind in _faults.TIMED else 0)
+    while time.time() < deadline:
+        try:
+            store.ping()
+            if drill.redis_back is None and kind == "redis-restart":
+                drill.redis_back = time.time() - drill.fault_at
+            if job_id is not None:
+                drill.job_state = store.get_job(job_id).state.value
+            summarize(drill, store.incidents(200), store.attempt_steps(job_id) if job_id else {})
+        except redis.RedisError:
+            pass  # a Redis restart (or the drill's own fault): keep measuring
+        if finished(drill) and not undo.is_alive():
+            break
+        time.sleep(POLL)
+    else:
+        drill.notes.append(f"timed out after {timeout:g}s")
+    if undo.is_alive():
+        undo.join(timeout=60)
+    drill.notes.extend(n for n in undone if n)
+    if drill.job_state == JobState.FAILED.value:
+        drill.notes.append("the job FAILED")
+    return drill
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def format_drill(d: Drill) -> str:
+    lines = [f"drill {d.kind} {d.node or ''}".rstrip()]
+    if d.kind == "redis-restart":
+        lines.append(f"  redis back    {_secs(d.redis_back)}")
+    else:
+        lines.append(f"  detected      {_secs(d.detected)}")
+        lines.append(f"  node back     {_secs(d.back)}")
+    if d.job is None:
+        lines.append("  job           none was running there")
+    elif d.kept_running:
+        lines.append(f"  job           kept running (job {d.job}, attempt {d.attempt}, no requeue)")
+        lines.append("  steps lost    0")
+    else:
+        lines.append(f"  job resumed   {_secs(d.resumed)}"
+                     + (f"  (job {d.job}, attempt {d.attempt} -> next, from step {d.resumed_from})"
+                        if d.resumed is not None else f"  (job {d.job}: {d.job_state}, attempt {d.attempt})"))
+        lines.append(f"  steps lost    {'-' if d.steps_lost is None else d.steps_lost}"
+                     + (f"  (trained to {d.last_step}, resumed from {d.resumed_from})" if d.steps_lost is not None else ""))
+    lines.extend(f"  note: {n}" for n in d.notes)
+    return "\n".join(lines)

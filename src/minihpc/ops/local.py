@@ -1,0 +1,212 @@
+"""Local mode: a whole cluster as processes on this machine (``minihpc up --local``).
+
+It starts a password-protected redis-server bound to 127.0.0.1, the master, and one node
+agent per node (``master-node`` plus ``worker-node-1..N``), all sharing one directory tree
+that stands in for the shared volumes. ``minihpc down`` stops them; the data stays. The state
+directory's files are owned by :class:`minihpc.machine.local_state.LocalState`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import redis
+
+from minihpc.core.config import shared_layout
+from minihpc.core.errors import UsageError
+from minihpc.machine import ports
+from minihpc.machine.local_state import LocalState
+from minihpc.machine.processes import process_tree, terminate
+from minihpc.state.connect import REDIS_ERRORS
+from minihpc.state.store import Store
+
+MASTER_NODE = "master-node"
+WORKER_NODE = "worker-node-{0}"
+START_TIMEOUT = 60.0
+"""Seconds ``up`` waits for every node to register before it gives up."""
+STOP_TIMEOUT = 5.0
+"""Seconds each of the cluster's processes gets to stop before it is killed."""
+CLI = [sys.executable, "-m", "minihpc.cli"]
+
+
+def node_names(workers: int) -> list[str]:
+    return [MASTER_NODE] + [WORKER_NODE.format(i) for i in range(1, workers + 1)]
+
+
+def _spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def redis_conf(state: LocalState, port: int, password: str) -> str:
+    return "\n".join([
+        "bind 127.0.0.1",
+        f"port {port}",
+        "protected-mode yes",
+        f"requirepass {password}",
+        f"dir {state.redis_dir}",
+        "appendonly yes",
+        "appendfsync always",  # see README: a submitted job survives a crash
+        'save ""',
+        "daemonize no",
+        "loglevel warning",
+        "",
+    ])
+
+
+def find_redis_server(log=print) -> str:
+    """redis-server's path; installed from Debian's packages when missing and we may (root
+    with apt-get), else one line naming the command that installs it."""
+    server = shutil.which("redis-server")
+    if server is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        log("redis-server is not installed; installing it from Debian's packages")
+        _apt_install("redis-server")
+        server = shutil.which("redis-server")
+    if server is None:
+        raise UsageError("redis-server is not installed; install it with: sudo apt-get install -y redis-server")
+    return server
+
+
+POLICY_RC = Path("/usr/sbin/policy-rc.d")
+"""Debian's hook that lets an install start services or not."""
+
+
+def _apt_install(package: str) -> None:
+    """Install a Debian package without starting its system service (Debian's redis-server
+    would take port 6379, the local cluster's default)."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    ours = not POLICY_RC.exists()
+    if ours:
+        POLICY_RC.write_text("#!/bin/sh\nexit 101\n")
+        POLICY_RC.chmod(0o755)
+    try:
+        for step in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]):
+            subprocess.run(step, env=env, stdout=subprocess.DEVNULL, check=False)
+    finally:
+        if ours:
+            POLICY_RC.unlink(missing_ok=True)
+
+
+def up(state_dir: Path, workers: int, port: int, log=print) -> str:
+    """Start the local cluster and return its Redis URL (with the generated password)."""
+    if workers < 0:
+        raise UsageError(f"--workers must be 0 or more, got {workers}")
+    state = LocalState(state_dir)
+    alive = state.running_pids()
+    if alive:
+        raise UsageError(
+            f"a local cluster is already running from {state_dir} ({len(alive)} processes); run 'minihpc down' first"
+        )
+    server = find_redis_server(log)
+    if ports.in_use(port):
+        raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --port")
+    layout = shared_layout(state.shared, "local")
+    for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
+        path.mkdir(parents=True, exist_ok=True)
+    state.root.chmod(0o700)
+    password = secrets.token_urlsafe(24)
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    env = dict(os.environ, MINIHPC_REDIS_URL=url)
+    state.save_redis_conf(redis_conf(state, port, password))
+    pids = {"redis": _spawn([server, str(state.redis_conf)], state.log("redis"), env)}
+    store = Store(_wait_for_redis(url, pids, state))
+    store.set_cluster_info(dict(layout, created_at=str(time.time())))
+    names = node_names(workers)
+    # Each node's command line, so the health monitor can respawn a node that died.
+    agents = {
+        name: {"argv": CLI + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"],
+               "log": str(state.log(name)), "env": {"MINIHPC_REDIS_URL": url}}
+        for name in names
+    }
+    state.save_node_commands(agents)
+    # The master serves the cluster's metrics and keeps Prometheus's file-SD targets (every
+    # node's exporter and its own) in prometheus/targets.json for a Prometheus the user runs.
+    pids["master"] = _spawn(
+        CLI + ["master", "--restarter", f"local:{state.root}", "--metrics-port", "0", "--addr", "127.0.0.1",
+               "--prometheus-sd-file", str(state.root / "prometheus" / "targets.json")],
+        state.log("master"), env,
+    )
+    for name in names:
+        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env)
+    state.save_pids(pids)
+    state.save_url(url)
+    _wait_for_nodes(store, names, state)
+    log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
+    return url
+
+
+def _wait_for_redis(url: str, pids: dict[str, int], state: LocalState) -> redis.Redis:
+    client = redis.Redis.from_url(url)
+    deadline = time.time() + 15
+    while True:
+        try:
+            client.ping()
+            return client
+        except REDIS_ERRORS:
+            if time.time() > deadline or not psutil.pid_exists(pids["redis"]):
+                _stop(pids)
+                raise UsageError(f"redis-server did not start; see {state.log('redis')}") from None
+            time.sleep(0.05)
+
+
+def _wait_for_nodes(store: Store, names: list[str], state: LocalState) -> None:
+    deadline = time.time() + START_TIMEOUT
+    while True:
+        up_nodes = {n.name for n in store.node_statuses() if n.alive}
+        if set(names) <= up_nodes:
+            return
+        dead = [n for n, pid in state.pids().items() if not psutil.pid_exists(pid)]
+        if dead or time.time() > deadline:
+            down(state.root)
+            why = f"{dead[0]} exited" if dead else "nodes did not register in time"
+            raise UsageError(f"local cluster failed to start: {why}; see {state.run_dir}")
+        time.sleep(0.1)
+
+
+def restart_redis(state_dir: Path) -> None:
+    """Crash the local cluster's Redis (SIGKILL) and start it again on its data (a drill, a test)."""
+    state = LocalState(state_dir)
+    old = state.pids()["redis"]
+    try:
+        proc = psutil.Process(old)
+        proc.kill()
+        proc.wait(timeout=10)
+    except psutil.NoSuchProcess:
+        pass
+    server = shutil.which("redis-server") or "redis-server"
+    state.set_pid("redis", _spawn([server, str(state.redis_conf)], state.log("redis"), dict(os.environ)))
+
+
+def _stop(pids: dict[str, int]) -> None:
+    terminate([p for pid in pids.values() for p in process_tree(pid)], STOP_TIMEOUT)
+
+
+def down(state_dir: Path, log=print) -> bool:
+    """Stop the local cluster started from ``state_dir``: agents, master, then Redis."""
+    state = LocalState(state_dir)
+    if not state.exists():
+        log(f"no local cluster in {state_dir}")
+        return False
+    pids = state.pids()
+    # The master first: its health monitor would restart the agents being stopped.
+    if "master" in pids:
+        _stop({"master": pids["master"]})
+    # Then the agents (reread: the monitor may have respawned one), and every job's ranks,
+    # which run in sessions of their own under each agent.
+    _stop({k: v for k, v in state.pids().items() if k not in ("redis", "master")})
+    if "redis" in pids:
+        _stop({"redis": pids["redis"]})
+    state.clear()
+    log(f"local cluster in {state_dir} stopped")
+    return True

@@ -1,0 +1,34 @@
+"""Restarters: how the health monitor brings a DOWN node back, one per kind of cluster.
+
+- ``local:STATE_DIR`` -- respawn the node's agent process (:mod:`minihpc.restart.local`);
+- ``docker:URL`` -- ask the cluster's restart proxy, the only holder of the Docker socket, to
+  restart the node's container (:mod:`minihpc.restart.docker`, :mod:`minihpc.restart.proxy`);
+- later, systemd over SSH for hosts provisioned by Ansible: the same one-method interface.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from minihpc.core.errors import UsageError
+
+
+class Restarter(Protocol):
+    def restart(self, node: str) -> None:
+        """Bring ``node`` back or raise; may take seconds (the monitor calls it off-loop)."""
+
+
+def from_spec(spec: str | None) -> Restarter | None:
+    """``local:STATE_DIR``, ``docker:URL`` or None (no restarts)."""
+    if not spec or spec == "none":
+        return None
+    kind, _, arg = spec.partition(":")
+    if kind == "local" and arg:
+        from minihpc.restart.local import LocalRestarter
+
+        return LocalRestarter(arg)
+    if kind == "docker" and arg:
+        from minihpc.restart.docker import DockerRestarter
+
+        return DockerRestarter(arg)
+    raise UsageError(f"invalid --restarter {spec!r}: expected local:STATE_DIR, docker:URL or none")

@@ -1,0 +1,168 @@
+"""Job records: the cluster record, ids, reading jobs and their sets, and keeping the sets
+true to each job's state. How a job's state *changes* is in :mod:`minihpc.state.lifecycle`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+
+from minihpc.core.errors import ClusterUnavailable, NotFound
+from minihpc.core.models import Job, JobState
+from minihpc.core.outcome import NodeResult
+from minihpc.state import keys
+from minihpc.state.connect import text, texts
+
+ENDED_HISTORY = 10_000
+"""How many ended jobs history keeps; older records are deleted."""
+
+
+class JobRecords:
+    r: object
+
+    # -- the cluster record -------------------------------------------------------------
+
+    def cluster_info(self) -> dict[str, str]:
+        info = texts(self.r.hgetall(keys.CLUSTER))
+        if not info:
+            raise ClusterUnavailable(
+                "Redis is reachable but holds no minihpc cluster; start one with "
+                "'minihpc up --local' or point MINIHPC_REDIS_URL at a running cluster"
+            )
+        return info
+
+    def set_cluster_info(self, info: dict[str, str]) -> None:
+        self.r.hset(keys.CLUSTER, mapping=info)
+
+    # -- reading jobs -------------------------------------------------------------------
+
+    def next_job_id(self) -> int:
+        return int(self.r.incr(keys.JOB_SEQ))
+
+    def add_job(self, job: Job) -> None:
+        with self.r.pipeline() as pipe:
+            pipe.hset(keys.job(job.id), mapping=job.to_record())
+            pipe.sadd(keys.JOBS_PENDING, job.id)
+            pipe.rpush(keys.EVENTS, f"submit {job.id}")
+            pipe.execute()
+
+    def get_job(self, job_id: int) -> Job:
+        raw = self.r.hgetall(keys.job(job_id))
+        if not raw:
+            raise NotFound(f"job {job_id} does not exist")
+        return Job.from_record(texts(raw))
+
+    def get_jobs(self, ids: Iterable[int]) -> list[Job]:
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job(job_id))
+            raws = pipe.execute()
+        return [Job.from_record(texts(raw)) for raw in raws if raw]
+
+    def job_states(self, ids: Iterable[int]) -> dict[int, JobState | None]:
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id), "state")
+            values = pipe.execute()
+        return {i: JobState(text(v)) if v else None for i, v in zip(ids, values)}
+
+    def attempt_is_current(self, job_id: int, attempt: int) -> bool:
+        """Whether the job is RUNNING its attempt ``attempt`` (a node's launch task checks)."""
+        state, attempts = self.r.hmget(keys.job(job_id), "state", "attempts")
+        return text(state) == JobState.RUNNING.value and int(attempts) == attempt
+
+    def pending_jobs(self) -> list[Job]:
+        return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_PENDING))
+
+    def running_jobs(self) -> list[Job]:
+        return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_ACTIVE))
+
+    def ended_jobs(self, limit: int = 100) -> list[Job]:
+        ids = self.r.zrevrange(keys.JOBS_ENDED, 0, limit - 1)
+        return self.get_jobs(int(i) for i in ids)
+
+    def job_results(self, job_id: int, attempt: int) -> dict[str, NodeResult]:
+        raw = self.r.hgetall(keys.job_results(job_id, attempt))
+        return {text(k): NodeResult.from_dict(json.loads(v)) for k, v in raw.items()}
+
+    # -- NODE_FAIL jobs awaiting the master's requeue decision ---------------------------
+
+    def node_failed_jobs(self) -> list[Job]:
+        """Jobs that became NODE_FAIL since the master last looked (requeue candidates)."""
+        return self.get_jobs(sorted(int(i) for i in self.r.smembers(keys.JOBS_NODE_FAILED)))
+
+    def requeue_undecided(self, job_id: int) -> bool:
+        """True while a NODE_FAIL job waits for the master's requeue decision."""
+        return bool(self.r.sismember(keys.JOBS_NODE_FAILED, job_id))
+
+    def settle_node_failure(self, job_id: int) -> None:
+        """The master has decided about this NODE_FAIL job (it stays failed)."""
+        self.r.srem(keys.JOBS_NODE_FAILED, job_id)
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why pending jobs wait (only for jobs still pending)."""
+        if not reasons:
+            return
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in reasons:
+                pipe.hget(keys.job(job_id), "state")
+            states = pipe.execute()
+            for (job_id, reason), state in zip(reasons.items(), states):
+                if text(state) == JobState.PENDING.value:
+                    pipe.hset(keys.job(job_id), "reason", reason)
+            pipe.execute()
+
+    # -- housekeeping -------------------------------------------------------------------
+
+    def reconcile(self) -> dict[int, str]:
+        """Make every job's set membership agree with its state (after a crash or a restore):
+        PENDING in the pending set only, RUNNING in the active set only, ended states in the
+        ended set only. Returns {job id: what was fixed}."""
+        last = int(self.r.get(keys.JOB_SEQ) or 0)
+        fixed: dict[int, str] = {}
+        members = {
+            "pending": {int(i) for i in self.r.smembers(keys.JOBS_PENDING)},
+            "active": {int(i) for i in self.r.smembers(keys.JOBS_ACTIVE)},
+            "ended": {int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, -1)},
+        }
+        states = self.job_states(range(1, last + 1))
+        with self.r.pipeline() as pipe:
+            for job_id, state in states.items():
+                want = _set_for(state)
+                have = {name for name, ids in members.items() if job_id in ids}
+                if have == ({want} if want else set()):
+                    continue
+                pipe.srem(keys.JOBS_PENDING, job_id)
+                pipe.srem(keys.JOBS_ACTIVE, job_id)
+                pipe.zrem(keys.JOBS_ENDED, job_id)
+                if want == "pending":
+                    pipe.sadd(keys.JOBS_PENDING, job_id)
+                elif want == "active":
+                    pipe.sadd(keys.JOBS_ACTIVE, job_id)
+                elif want == "ended":
+                    pipe.zadd(keys.JOBS_ENDED, {job_id: time.time()})
+                fixed[job_id] = f"{state.value if state else 'no record'}: in {sorted(have) or 'no set'}, now {want or 'none'}"
+            pipe.execute()
+        return fixed
+
+    def prune_history(self) -> None:
+        """Forget the oldest ended jobs beyond ENDED_HISTORY."""
+        extra = self.r.zcard(keys.JOBS_ENDED) - ENDED_HISTORY
+        if extra <= 0:
+            return
+        old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
+        with self.r.pipeline() as pipe:
+            for job_id in old:
+                pipe.delete(keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id),
+                            keys.job_series(job_id))
+            pipe.zrem(keys.JOBS_ENDED, *old)
+            pipe.execute()
+
+
+def _set_for(state: JobState | None) -> str | None:
+    """Which of the job sets a job in ``state`` belongs to (None: no record, no set)."""
+    if state is None:
+        return None
+    return "pending" if state is JobState.PENDING else "active" if state is JobState.RUNNING else "ended"

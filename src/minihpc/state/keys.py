@@ -1,0 +1,125 @@
+"""Every Redis key minihpc uses, in one place.
+
+Templates are filled with ``str.format``. All keys share the ``minihpc:``
+prefix so that ``minihpc down`` or a test can find them, except the rq queue
+names, which rq prefixes itself (``rq:queue:<name>``).
+"""
+
+CLUSTER = "minihpc:cluster"
+"""Hash: cluster-wide settings the CLI needs (spool_dir, log_dir, checkpoint_dir, created_at)."""
+
+JOB_SEQ = "minihpc:jobs:seq"
+"""Counter: the last job id handed out (INCR gives the next, sequential from 1)."""
+
+JOB = "minihpc:job:{0}"
+"""Hash: one job record (see models.Job); {0} is the job id."""
+
+JOB_RESULTS = "minihpc:job:{0}:results:{1}"
+"""Hash: node name -> JSON result of that node's ranks, for job {0}, attempt {1}."""
+
+JOB_RENDEZVOUS = "minihpc:job:{0}:rdzv:{1}"
+"""List: the master port chosen by node rank 0 of job {0}, attempt {1}, one copy per peer."""
+
+JOB_PROGRESS = "minihpc:job:{0}:progress"
+"""Hash: the newest progress report of job {0} (attempt, step, at, node, and job metrics)."""
+
+JOB_STEPS = "minihpc:job:{0}:steps"
+"""Hash: "<attempt>:first" and "<attempt>:last" -> JSON {step, at} of job {0}'s progress reports
+in each attempt: when an attempt trained its first step, and how far it got (drills, reports)."""
+JOB_SERIES = "minihpc:job:{0}:series"
+"""List: JSON progress reports of job {0} as its agents forwarded them (every node, sampled at
+the agents' poll rate; capped), for `minihpc report`."""
+JOBS_PENDING = "minihpc:jobs:pending"
+"""Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
+
+JOBS_ACTIVE = "minihpc:jobs:active"
+"""Set: ids of RUNNING jobs."""
+
+JOBS_ENDED = "minihpc:jobs:ended"
+"""Sorted set: ids of ended jobs, scored by end time (history reads it newest first)."""
+
+JOBS_NODE_FAILED = "minihpc:jobs:node_failed"
+"""Set: ids of jobs that just became NODE_FAIL; the master decides whether each is requeued."""
+
+NODES = "minihpc:nodes"
+"""Set: names of every node that ever registered."""
+
+NODE = "minihpc:node:{0}"
+"""Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, ...)."""
+
+NODE_ALIVE = "minihpc:node:{0}:alive"
+"""String with a TTL: present while node {0}'s agent heartbeats; its absence means DOWN."""
+
+NODE_ALLOC = "minihpc:node:{0}:alloc"
+"""String: the id of the job that holds node {0}; absent when the node is idle."""
+
+NODE_DRAIN = "minihpc:node:{0}:drain"
+"""String: why node {0} is drained (takes no new jobs); absent when it is not."""
+
+NODE_RESTARTS = "minihpc:node:{0}:restarts"
+"""List: times (newest first) the health monitor restarted node {0}; capped."""
+
+INCIDENTS = "minihpc:incidents"
+"""List: JSON incidents, newest first (node down / restarted / back / drained, job requeued); capped."""
+
+STATS_COUNTERS = "minihpc:stats:counters"
+"""Hash: "<name>|<label value>" -> count, monotonic (jobs ended by state, requeues, restarts)."""
+STATS_HISTOGRAM = "minihpc:stats:hist:{0}"
+"""Hash: histogram {0}: "<bucket index>" -> observations in that bucket, plus "sum" and "count"."""
+EVENTS = "minihpc:events"
+"""List: wake-ups for the master (submit, node freed, cancel). Contents are informative only."""
+
+NODE_QUEUE = "minihpc-node-{0}"
+"""rq queue name of node {0}: its agent is the only worker listening there."""
+
+
+def job(job_id: int) -> str:
+    return JOB.format(job_id)
+
+
+def job_results(job_id: int, attempt: int) -> str:
+    return JOB_RESULTS.format(job_id, attempt)
+
+
+def job_rendezvous(job_id: int, attempt: int) -> str:
+    return JOB_RENDEZVOUS.format(job_id, attempt)
+
+
+def job_progress(job_id: int) -> str:
+    return JOB_PROGRESS.format(job_id)
+
+
+def job_steps(job_id: int) -> str:
+    return JOB_STEPS.format(job_id)
+
+
+def stats_histogram(name: str) -> str:
+    return STATS_HISTOGRAM.format(name)
+
+
+def job_series(job_id: int) -> str:
+    return JOB_SERIES.format(job_id)
+
+
+def node(name: str) -> str:
+    return NODE.format(name)
+
+
+def node_alive(name: str) -> str:
+    return NODE_ALIVE.format(name)
+
+
+def node_alloc(name: str) -> str:
+    return NODE_ALLOC.format(name)
+
+
+def node_drain(name: str) -> str:
+    return NODE_DRAIN.format(name)
+
+
+def node_restarts(name: str) -> str:
+    return NODE_RESTARTS.format(name)
+
+
+def node_queue(name: str) -> str:
+    return NODE_QUEUE.format(name)

@@ -1,0 +1,214 @@
+"""How a job's state changes: start, node results, the end, requeue -- each one atomic.
+
+Every change is one optimistic transaction (:func:`minihpc.state.atomic.atomic`) that reads the
+job, decides with a pure function of :mod:`minihpc.core`, and writes the job, the job sets, the
+node allocations, the counters and a wake-up for the master together.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+
+from minihpc.core.errors import NotFound
+from minihpc.core.models import Job, JobState, can_transition
+from minihpc.core.outcome import NodeResult, Outcome, after_report, starts_failure
+from minihpc.state import keys, stats
+from minihpc.state.atomic import atomic, free, held_by
+from minihpc.state.connect import BLOCK_MAX, text, texts
+
+SERIES_TTL = 7 * 86400
+"""Seconds an ended job's progress reports are kept (`minihpc report` needs them)."""
+
+RENDEZVOUS_TTL = 3600
+"""Seconds the master port a job's node rank 0 chose stays readable."""
+
+
+class JobLifecycle:
+    r: object
+
+    def transition(
+        self,
+        job_id: int,
+        new: JobState,
+        reason: str,
+        *,
+        attempt: int | None = None,
+        only_from: Iterable[JobState] | None = None,
+        **fields,
+    ) -> bool:
+        """Move a job to ``new`` if that is legal now (and ``attempt`` is still current)."""
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                raise NotFound(f"job {job_id} does not exist")
+            job = Job.from_record(texts(raw))
+            if attempt is not None and job.attempts != attempt:
+                return False
+            if only_from is not None and job.state not in set(only_from):
+                return False
+            if not can_transition(job.state, new):
+                return False
+            # Nodes whose ranks already reported are free once the job ends; the others are
+            # freed by their own report (or, for a dead node, by its agent's restart).
+            results_key = keys.job_results(job.id, job.attempts)
+            pipe.watch(results_key)
+            done = [text(n) for n in pipe.hkeys(results_key)] if new.terminal else []
+            releasable = held_by(pipe, done, job.id)
+            pipe.multi()
+            _write_transition(pipe, job, new, reason, fields)
+            free(pipe, releasable)
+            return True
+
+        return atomic(self.r, [keys.job(job_id)], body)
+
+    def end_held_failure(self, job: Job, outcome: Outcome) -> bool:
+        """FAILED for a job whose held failure was its own (same attempt, still RUNNING)."""
+        return self.transition(
+            job.id,
+            outcome.state,
+            "NonZeroExitCode",
+            attempt=job.attempts,
+            only_from=[JobState.RUNNING],
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            failed_node=outcome.failed_node,
+        )
+
+    def start(self, job_id: int, nodes: list[str], dispatch: Callable) -> Job | None:
+        """Reserve every node of the job and dispatch its launch tasks, in one transaction.
+
+        ``dispatch(pipe, job)`` queues the per-node launch tasks on the same pipeline, so a
+        job is either RUNNING with all its nodes held and all launches queued, or untouched.
+        """
+        watch = [keys.job(job_id)] + [keys.node_alloc(n) for n in nodes]
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return None
+            job = Job.from_record(texts(raw))
+            if job.state is not JobState.PENDING:
+                return None
+            if any(pipe.exists(keys.node_alloc(n)) for n in nodes):
+                return None
+            waited = time.time() - job.submitted_at if job.attempts == 0 else None
+            job.begin_attempt(nodes, time.time())
+            pipe.multi()
+            for n in nodes:
+                pipe.set(keys.node_alloc(n), job.id)
+            pipe.hset(keys.job(job.id), mapping=job.to_record())
+            pipe.srem(keys.JOBS_PENDING, job.id)
+            pipe.sadd(keys.JOBS_ACTIVE, job.id)
+            if waited is not None:
+                stats.observe(pipe, "job_wait_seconds", waited)
+            dispatch(pipe, job)
+            return job
+
+        return atomic(self.r, watch, body)
+
+    def record_result(self, job_id: int, attempt: int, node: str, result: NodeResult) -> Outcome | None:
+        """A node's ranks are gone: record their result, end the job if that decides it, and
+        release the node (and any peers already done) once the job is over."""
+        results_key = keys.job_results(job_id, attempt)
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return None
+            job = Job.from_record(texts(raw))
+            pipe.watch(results_key, *[keys.node_alloc(n) for n in job.nodes])
+            results = {text(k): NodeResult.from_dict(json.loads(v)) for k, v in pipe.hgetall(results_key).items()}
+            results[node] = result
+            current = attempt == job.attempts
+            outcome = after_report(job, results, node) if current else None
+            releasable = held_by(pipe, _releasable(job, results, node, current, outcome), job_id)
+            pipe.multi()
+            pipe.hset(results_key, node, json.dumps(result.to_dict()))
+            if current and outcome is None and starts_failure(job, result):
+                pipe.hset(keys.job(job_id), mapping={"first_failure": node, "failing_since": str(time.time())})
+                pipe.rpush(keys.EVENTS, f"failing {job_id}")
+            if outcome is not None:
+                _write_transition(
+                    pipe, job, outcome.state,
+                    "None" if outcome.state is JobState.COMPLETED else "NonZeroExitCode",
+                    {"exit_code": outcome.exit_code, "signal": outcome.signal, "failed_node": outcome.failed_node},
+                )
+            free(pipe, releasable)
+            return outcome
+
+        return atomic(self.r, [keys.job(job_id)], body)
+
+    def requeue(self, job_id: int, attempt: int, reason: str) -> bool:
+        """NODE_FAIL -> PENDING for the same attempt that failed; it keeps its id, counts the
+        requeue, and is served before new jobs of its priority."""
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            if not raw:
+                return False
+            job = Job.from_record(texts(raw))
+            if job.attempts != attempt or not can_transition(job.state, JobState.PENDING):
+                return False
+            pipe.multi()
+            pipe.hset(
+                keys.job(job_id),
+                mapping={"state": JobState.PENDING.value, "reason": reason, "requeues": str(job.requeues + 1),
+                         "ended_at": ""},
+            )
+            pipe.zrem(keys.JOBS_ENDED, job_id)
+            pipe.sadd(keys.JOBS_PENDING, job_id)
+            pipe.srem(keys.JOBS_NODE_FAILED, job_id)
+            stats.count(pipe, "job_requeues")
+            pipe.persist(keys.job_series(job_id))
+            pipe.rpush(keys.EVENTS, f"requeued {job_id}")
+            return True
+
+        return atomic(self.r, [keys.job(job_id)], body)
+
+    # -- rendezvous: node rank 0's master port, handed to each peer ----------------------
+
+    def publish_port(self, job_id: int, attempt: int, port: int, peers: int) -> None:
+        key = keys.job_rendezvous(job_id, attempt)
+        with self.r.pipeline() as pipe:
+            pipe.rpush(key, *([port] * peers))
+            pipe.expire(key, RENDEZVOUS_TTL)
+            pipe.execute()
+
+    def take_port(self, job_id: int, attempt: int, timeout: float) -> int | None:
+        """One peer's copy of the master port, or None if none came within ``timeout``
+        (BLOCK_MAX at most, within the connection's socket timeout)."""
+        got = self.r.blpop([keys.job_rendezvous(job_id, attempt)], timeout=min(BLOCK_MAX, timeout))
+        return int(got[1]) if got else None
+
+
+def _releasable(job: Job, results: dict, node: str, current: bool, outcome: Outcome | None) -> list[str]:
+    """Nodes a result may free: every reported node once the current attempt is over; for a
+    stale attempt, the reporting node unless the current attempt holds it again."""
+    if current:
+        # Not RUNNING any more (ended, or already requeued): this attempt is over.
+        ended = outcome is not None or job.state is not JobState.RUNNING
+        return list(results) if ended else []
+    reused = job.state is JobState.RUNNING and node in job.nodes
+    return [] if reused else [node]
+
+
+def _write_transition(pipe, job: Job, new: JobState, reason: str, fields: dict) -> None:
+    now = time.time()
+    update = {"state": new.value, "reason": reason}
+    update.update({k: "" if v is None else str(v) for k, v in fields.items()})
+    if new.terminal:
+        update["ended_at"] = str(now)
+        stats.count(pipe, "jobs_ended", new.value)
+        pipe.expire(keys.job_series(job.id), SERIES_TTL)
+        if job.started_at is not None and job.state is JobState.RUNNING:
+            stats.observe(pipe, "job_run_seconds", now - job.started_at)
+        pipe.srem(keys.JOBS_PENDING, job.id)
+        pipe.srem(keys.JOBS_ACTIVE, job.id)
+        pipe.zadd(keys.JOBS_ENDED, {job.id: now})
+    if new is JobState.NODE_FAIL:
+        pipe.sadd(keys.JOBS_NODE_FAILED, job.id)
+    pipe.hset(keys.job(job.id), mapping=update)
+    pipe.rpush(keys.EVENTS, f"{new.value} {job.id}")

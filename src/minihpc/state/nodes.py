@@ -1,0 +1,141 @@
+"""The node registry: registration and heartbeats, allocations, draining, and the restart
+history the health monitor decides from."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from minihpc.core.models import NodeStatus
+from minihpc.state import keys, stats
+from minihpc.state.atomic import atomic, free, held_by
+from minihpc.state.connect import text, texts
+
+RESTARTS_KEPT = 100
+"""Restart times kept per node, newest first."""
+
+
+class NodeRegistry:
+    r: object
+
+    def register_node(
+        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = ""
+    ) -> None:
+        now = time.time()
+        with self.r.pipeline() as pipe:
+            pipe.sadd(keys.NODES, name)
+            pipe.hset(
+                keys.node(name),
+                mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes,
+                         "metrics": metrics, "registered_at": now, "last_heartbeat": now},
+            )
+            pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
+            pipe.rpush(keys.EVENTS, f"node {name}")
+            pipe.execute()
+
+    def heartbeat(self, name: str, ttl: float) -> None:
+        now = time.time()
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
+            pipe.hset(keys.node(name), "last_heartbeat", now)
+            pipe.execute()
+
+    def leave(self, name: str) -> None:
+        """The node's agent is stopping: it is DOWN from now on, not after its timeout."""
+        self.r.delete(keys.node_alive(name))
+
+    def node_count(self) -> int:
+        """Nodes that ever registered (and were not forgotten): what a job may ask for."""
+        return int(self.r.scard(keys.NODES))
+
+    def node_job(self, name: str) -> int | None:
+        """The job that holds node ``name``, or None when it is idle."""
+        alloc = self.r.get(keys.node_alloc(name))
+        return int(alloc) if alloc is not None else None
+
+    def node_statuses(self) -> list[NodeStatus]:
+        names = sorted(text(n) for n in self.r.smembers(keys.NODES))
+        with self.r.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(keys.node(name))
+                pipe.exists(keys.node_alive(name))
+                pipe.get(keys.node_alloc(name))
+                pipe.get(keys.node_drain(name))
+            raw = pipe.execute()
+        out = []
+        for i, name in enumerate(names):
+            info, alive, alloc, drain = raw[4 * i : 4 * i + 4]
+            info = texts(info)
+            out.append(
+                NodeStatus(
+                    name=name,
+                    addr=info.get("addr", name),
+                    alive=bool(alive),
+                    job=int(alloc) if alloc is not None else None,
+                    drain_reason=text(drain),
+                    cpus=int(info.get("cpus") or 0),
+                    memory_bytes=int(info.get("memory_bytes") or 0),
+                    last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+                    metrics=info.get("metrics") or None,
+                )
+            )
+        return sorted(out, key=lambda n: node_sort_key(n.name))
+
+    def release_node(self, node: str) -> int | None:
+        """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
+        held = self.r.getdel(keys.node_alloc(node))
+        if held is not None:
+            self.wake(f"freed {node}")
+        return int(held) if held is not None else None
+
+    def release_if_held(self, node: str, job_id: int) -> bool:
+        """Clear a node's allocation only if job ``job_id`` still holds it (in one
+        transaction, so an allocation made meanwhile is never cleared)."""
+
+        def body(pipe):
+            if not held_by(pipe, [node], job_id):
+                return False
+            pipe.multi()
+            free(pipe, [node])
+            return True
+
+        return atomic(self.r, [keys.node_alloc(node)], body)
+
+    def forget_node(self, node: str) -> bool:
+        """Remove a DOWN node from the registry (a worker scaled away); False if it is up."""
+        if self.r.exists(keys.node_alive(node)):
+            return False
+        with self.r.pipeline() as pipe:
+            pipe.srem(keys.NODES, node)
+            pipe.delete(keys.node(node), keys.node_alloc(node), keys.node_drain(node), keys.node_restarts(node))
+            pipe.rpush(keys.EVENTS, f"node {node} forgotten")
+            pipe.execute()
+        return True
+
+    # -- draining and restarts --------------------------------------------------------
+
+    def drain(self, node: str, reason: str) -> None:
+        self.r.set(keys.node_drain(node), reason)
+
+    def undrain(self, node: str) -> bool:
+        """Back in service, with a clean slate: its old restarts no longer count towards draining it."""
+        with self.r.pipeline() as pipe:
+            pipe.delete(keys.node_drain(node))
+            pipe.delete(keys.node_restarts(node))
+            return bool(pipe.execute()[0])
+
+    def record_restart(self, node: str, at: float) -> None:
+        with self.r.pipeline() as pipe:
+            stats.count(pipe, "node_restarts", node)
+            pipe.lpush(keys.node_restarts(node), at)
+            pipe.ltrim(keys.node_restarts(node), 0, RESTARTS_KEPT - 1)
+            pipe.execute()
+
+    def restarts(self, node: str) -> list[float]:
+        return sorted(float(x) for x in self.r.lrange(keys.node_restarts(node), 0, -1))
+
+
+def node_sort_key(name: str) -> tuple:
+    """master-node first, then workers in numeric order (worker-node-2 before worker-node-10)."""
+    parts = re.split(r"(\d+)", name)
+    return (0 if name.startswith("master") else 1, [int(p) if p.isdigit() else p for p in parts])

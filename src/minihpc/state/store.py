@@ -1,0 +1,33 @@
+"""The cluster state in Redis, as one object with a method for everything the layers above
+read or change. Each concern lives in its own module; this class only joins them:
+
+- :mod:`~minihpc.state.jobs` -- job records, the job sets, housekeeping;
+- :mod:`~minihpc.state.lifecycle` -- how a job's state changes (atomic transactions);
+- :mod:`~minihpc.state.nodes` -- the node registry, allocations, draining, restarts;
+- :mod:`~minihpc.state.telemetry` -- progress reports, counters and histograms;
+- :mod:`~minihpc.state.events` -- the master's wake-ups and the incident log.
+
+Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
+:func:`minihpc.state.connect.text`.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from minihpc.state.events import Events
+from minihpc.state.jobs import JobRecords
+from minihpc.state.lifecycle import JobLifecycle
+from minihpc.state.nodes import NodeRegistry
+from minihpc.state.telemetry import Telemetry
+
+
+class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events):
+    def __init__(self, client: redis.Redis):
+        self.r = client
+        self._register_scripts()
+
+    @property
+    def connection(self) -> redis.Redis:
+        """The raw client, for rq's queues and workers only (they share the connection)."""
+        return self.r

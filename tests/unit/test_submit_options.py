@@ -1,0 +1,58 @@
+"""sbatch's options as minihpc submit reads them, from the command line and header lines
+(man sbatch: -n/--ntasks, --ntasks-per-node, -N/--nodes; "#SBATCH" lines before the first
+command)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from minihpc.cli.jobs import parse_header, tasks_per_node
+from minihpc.cli.main import build_parser
+from minihpc.core.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_option_is_taken_from_a_prefix_of_another():
+    """argparse's prefix matching took --ntasks for --ntasks-per-node; Slurm does not."""
+    args = build_parser().parse_args(["submit", "-N", "2", "--ntasks", "4", "x.py"])
+    assert (args.ntasks, args.ntasks_per_node) == (4, None)
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["submit", "--ntasks-per", "2", "x.py"])
+    assert exc.value.code == 2
+
+
+def test_ntasks_spreads_evenly_over_the_nodes():
+    """-N 2 -n 4 starts 4 ranks (2 per node), not 8."""
+    assert tasks_per_node(2, 4, None) == 2
+    assert tasks_per_node(1, None, None) == 1
+    assert tasks_per_node(3, None, 2) == 2
+    assert tasks_per_node(1, 4, None) == 4
+    with pytest.raises(UsageError, match="does not divide evenly over 2 nodes"):
+        tasks_per_node(2, 3, None)
+    with pytest.raises(UsageError, match="disagrees"):
+        tasks_per_node(2, 4, 3)
+
+
+def test_an_sbatch_option_minihpc_lacks_is_a_warning_and_ours_stay_checked(capsys):
+    header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G -p gpu\n#SBATCH --account a1\nsrun x\n")
+    assert header.nodes == 2
+    err = capsys.readouterr().err
+    assert "#SBATCH --mem=4G -p gpu: not an option minihpc supports; ignored" in err
+    assert "#SBATCH --account a1" in err
+    with pytest.raises(SystemExit):  # a wrong value is still an error
+        parse_header("#SBATCH --nodes=two\n")
+    with pytest.raises(SystemExit):  # our own header lines stay strict
+        parse_header("#MINIHPC --mem 4G\n")
+    assert "#MINIHPC: error: unrecognized arguments: --mem 4G" in capsys.readouterr().err
+
+
+def test_make_submit_passes_only_what_the_user_set():
+    """Without NODES/PRIORITY the script's own header lines decide."""
+    plain = subprocess.run(["make", "-n", "submit", "JOB=jobs/hello.py", "COMPOSE=docker-compose"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert "minihpc submit" in plain and " -N " not in plain and "--priority" not in plain
+    both = subprocess.run(["make", "-n", "submit", "JOB=jobs/hello.py", "NODES=2", "PRIORITY=high",
+                           "COMPOSE=docker-compose"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "-N 2" in both and "--priority high" in both
