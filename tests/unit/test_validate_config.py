@@ -33,16 +33,14 @@ def test_unknown_key_missing_file_and_bad_toml_are_usage_errors(tmp_path):
         config.load(path, "run")
 
 
-def test_yaml_without_pyyaml_says_so(tmp_path):
+def test_a_yaml_file_works_like_toml(tmp_path):
     path = tmp_path / "v.yaml"
-    path.write_text("steps: 3\n")
-    try:
-        import yaml  # noqa: F401
-    except ImportError:
-        with pytest.raises(UsageError, match="PyYAML"):
-            config.load(path, "run")
-    else:
-        assert config.load(path, "run")["steps"] == 3
+    path.write_text("steps: 3\nseed: 1\nrun:\n  workers: 4\n")
+    assert config.resolve({"seed": 9}, config.load(path, "run"), DEFAULTS) == {
+        "workers": 4, "steps": 3, "seed": 9, "output": None}
+    path.write_text("steps: [3\n")
+    with pytest.raises(UsageError, match="not valid YAML"):
+        config.load(path, "run")
 
 
 def test_the_cli_applies_a_config_file_under_its_flags(tmp_path):

@@ -1,4 +1,4 @@
-"""``--config FILE`` for the validate commands: a TOML (or, when PyYAML imports, YAML) file
+"""``--config FILE`` for the validate commands: a TOML or YAML (``.yaml``, ``.yml``) file
 that may set any flag of the command. Precedence: a flag given on the command line > the
 file > the command's documented default.
 
