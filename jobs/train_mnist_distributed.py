@@ -10,7 +10,8 @@ at the end, and when SIGTERM asks the job to stop (a graceful `docker stop` of a
 ranks agree on the step, rank 0 saves it, and the job exits 143 to be requeued). On start every
 rank resumes from the latest valid checkpoint (model, optimizer, random states; the step gives
 the sampler's position), so a requeued job continues where it was. Rank 0 logs loss and
-samples/s.
+samples/s; with --tensorboard DIR it also writes loss, samples/s and gradient norm per step as
+TensorBoard event files there (and to W&B, offline, when wandb is installed).
 """
 #MINIHPC --nodes 3
 #MINIHPC --time 30
@@ -27,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
-from minihpc import checkpoint, preempt, progress
+from minihpc import checkpoint, preempt, progress, tracking
 
 
 def parse_args():
@@ -41,6 +42,8 @@ def parse_args():
     p.add_argument("--data-root", default=None, help="default: $MINIHPC_DATA_DIR")
     p.add_argument("--checkpoint-dir", default=os.environ.get("MINIHPC_CHECKPOINT_DIR") or "checkpoints")
     p.add_argument("--loss-log", default=None, help="rank 0 appends 'attempt step loss' for every step here")
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="rank 0 writes loss, samples/s and gradient norm per step as TensorBoard event files here")
     return p.parse_args()
 
 
@@ -136,6 +139,8 @@ def train(run: Run, stop: preempt.StopRequest) -> int | None:
     args, reports = run.args, int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
     attempt = os.environ.get("MINIHPC_ATTEMPT", "1")
     loss_log = open(args.loss_log, "a") if args.loss_log and run.rank == 0 else None
+    tracker = tracking.Tracker(args.tensorboard, project="minihpc-mnist", config=vars(args),
+                               wandb_dir=args.checkpoint_dir) if run.rank == 0 else tracking.Tracker(use_wandb=False)
     window_start, window_samples = time.perf_counter(), 0
     while run.step < run.total_steps:
         epoch, skip = divmod(run.step, run.steps_per_epoch)
@@ -148,8 +153,9 @@ def train(run: Run, stop: preempt.StopRequest) -> int | None:
             loss, samples = train_step(run, batches)
             run.loss = loss.item()
             if reports:
-                progress.report(run.step, total=run.total_steps, loss=loss.item(), rank=run.rank,
-                                grad_norm=grad_norm(run.model), **run.timer.lap(samples=samples))
+                metrics = {"loss": loss.item(), "grad_norm": grad_norm(run.model), **run.timer.lap(samples=samples)}
+                progress.report(run.step, total=run.total_steps, rank=run.rank, **metrics)
+                tracker.log(run.step, **{k: metrics.get(k) for k in ("loss", "samples_per_second", "grad_norm")})
             if loss_log is not None:
                 loss_log.write(f"{attempt} {run.step} {loss.item():.10e}\n")
                 loss_log.flush()
@@ -162,9 +168,11 @@ def train(run: Run, stop: preempt.StopRequest) -> int | None:
             if run.step % args.checkpoint_every == 0:
                 save(run)
             if stop.agreed():
+                tracker.close()
                 return stopped(run.step, lambda: save(run))
             if run.step >= run.total_steps:
                 break
+    tracker.close()
     return None
 
 

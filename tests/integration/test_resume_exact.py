@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from minihpc.job import tensorboard
 from tests.conftest import wait_until
 from tests.integration.test_requeue import kill_node
 
@@ -29,8 +30,15 @@ def test_a_resumed_run_reproduces_the_uninterrupted_losses(idle_cluster, tmp_pat
     subprocess.run([sys.executable, str(PREPARE), "--root", str(c.state_dir / "shared" / "data"), "--source", "digits"],
                    check=True, capture_output=True)
     args = ["--epochs", "6", "--checkpoint-every", "5"]
-    clean = c.submit("-N", 3, TRAIN, *args, "--loss-log", tmp_path / "clean.txt")
+    clean = c.submit("-N", 3, TRAIN, *args, "--loss-log", tmp_path / "clean.txt", "--tensorboard", tmp_path / "tb")
     assert c.wait(clean, timeout=300)["state"] == "COMPLETED"
+    # TensorBoard got every step's loss (the same as the loss log), samples/s and gradient norm.
+    (events,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    scalars = tensorboard.read_scalars(events)[1]
+    logged = {step: loss for (_, step), loss in losses(tmp_path / "clean.txt").items()}
+    assert {step: value for step, tag, value in scalars if tag == "loss"} == pytest.approx(logged, rel=1e-6)
+    for tag in ("samples_per_second", "grad_norm"):
+        assert sorted(step for step, t, _ in scalars if t == tag) == sorted(logged), tag
 
     interrupted = c.submit("-N", 3, TRAIN, *args, "--loss-log", tmp_path / "cut.txt")
     cut = tmp_path / "cut.txt"

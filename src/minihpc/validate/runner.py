@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from minihpc.core.errors import MinihpcError, UsageError
+from minihpc.job.tracking import Tracker
 from minihpc.validate import aggregate, detect, inject, launch, workload
 from minihpc.validate.records import read_rank_records, write_json
 
@@ -109,20 +110,28 @@ def execute(cfg: dict, settings=None) -> dict:
 
 
 def publish(run: dict, cfg: dict) -> None:
+    """The report file, and the run's per-step scalars to TensorBoard (``--tensorboard``) and, when
+    wandb is installed, W&B offline."""
     if cfg.get("output"):
         write_json(cfg["output"], run)
-    if cfg.get("tensorboard"):
-        from minihpc.validate import tensorboard
+    tracker = Tracker(cfg.get("tensorboard"), project="minihpc-validate", config=run["config"])
+    if tracker.active:
+        for step, values in step_scalars(run):
+            tracker.log(step, **values)
+    tracker.close()
 
-        tensorboard.write_run(cfg["tensorboard"], run)
-    try:
-        import wandb  # optional: logs offline when installed
-    except ImportError:
-        return
-    session = wandb.init(mode="offline", project="minihpc-validate", config=run["config"], reinit=True)
-    for s in run["steps"]:
-        session.log({"loss": s["loss"], "throughput": s["throughput_samples_per_sec"]}, step=s["step"])
-    session.finish()
+
+def step_scalars(run: dict) -> list[tuple[int, dict[str, float]]]:
+    """Loss, throughput and step time per step; each rank's local gradient norm."""
+    out = []
+    for i, s in enumerate(run["steps"]):
+        values = {"loss": s["loss"], "throughput_samples_per_sec": s["throughput_samples_per_sec"],
+                  "step_time_ms": s["step_time_ms"]}
+        for rank, series in run["per_rank"].items():
+            if i < len(series["local_grad_norm"]):
+                values[f"grad_norm/rank_{rank}"] = series["local_grad_norm"][i]
+        out.append((s["step"], values))
+    return out
 
 
 def format_summary(run: dict, path: str | None) -> str:

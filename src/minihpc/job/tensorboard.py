@@ -76,6 +76,8 @@ def event(wall_time: float, step: int = 0, file_version: str | None = None,
 
 
 class EventWriter:
+    """One ``events.out.tfevents.*`` file that TensorBoard reads; scalars appended per step."""
+
     def __init__(self, directory: str | Path):
         Path(directory).mkdir(parents=True, exist_ok=True)
         self.path = Path(directory) / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
@@ -84,23 +86,10 @@ class EventWriter:
 
     def scalars(self, step: int, values: dict[str, float], wall_time: float | None = None) -> None:
         self._fh.write(frame(event(wall_time or time.time(), step, scalars=values)))
+        self._fh.flush()  # TensorBoard follows the file while the job runs
 
     def close(self) -> None:
         self._fh.close()
-
-
-def write_run(directory: str | Path, run: dict) -> Path:
-    """Loss, throughput and step time per step; each rank's local gradient norm."""
-    writer = EventWriter(directory)
-    for i, s in enumerate(run["steps"]):
-        values = {"loss": s["loss"], "throughput_samples_per_sec": s["throughput_samples_per_sec"],
-                  "step_time_ms": s["step_time_ms"]}
-        for rank, series in run["per_rank"].items():
-            if i < len(series["local_grad_norm"]):
-                values[f"grad_norm/rank_{rank}"] = series["local_grad_norm"][i]
-        writer.scalars(s["step"], values)
-    writer.close()
-    return writer.path
 
 
 # -- reading back (tests, and anyone without TensorBoard) --
