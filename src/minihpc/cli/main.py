@@ -16,6 +16,7 @@ from minihpc.cli import daemons, jobs, nodes, ops, validate
 from minihpc.cli.parser import Parser
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
+from minihpc.state.connect import REDIS_ERRORS
 
 DAEMONS = ("master", "agent", "node", "restart-proxy")
 """Commands that run for good and log at INFO."""
@@ -46,12 +47,23 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"minihpc {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except REDIS_ERRORS as exc:  # Redis went away after connecting (logs -f, queue --watch, wait)
+        if args.debug:
+            raise
+        print(f"minihpc {args.command}: error: the cluster's Redis stopped answering ({exc})", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         # The reader went away (| head); stay quiet like other Unix tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # noqa: BLE001 - one line for a user; daemons keep their traceback
+        if args.debug or args.command in DAEMONS:
+            raise
+        print(f"minihpc {args.command}: unexpected error: {type(exc).__name__}: {exc} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -85,14 +85,14 @@ def root_failure(results: dict[str, NodeResult]) -> str | None:
 
 def starts_failure(job: Job, result: NodeResult) -> bool:
     """Whether this report is the job's first failure (it starts the hold)."""
-    return job.state is JobState.RUNNING and job.first_failure is None and result.exit_code is not None and not result.ok
+    return job.state is JobState.RUNNING and not job.failing and result.exit_code is not None and not result.ok
 
 
 def held_failure(job: Job, results: dict[str, NodeResult], now: float, grace: float) -> Outcome | None:
     """FAILED once a failure has been held for ``grace`` seconds with every node still up
     (the master checks for lost nodes first): the job's own fault, so its other ranks,
     likely stuck in a collective, are torn down."""
-    if job.state is not JobState.RUNNING or job.failing_since is None or job.first_failure is None:
+    if not job.failing or job.failing_since is None:
         return None
     if now - job.failing_since < grace or job.first_failure not in results:
         return None

@@ -1,7 +1,7 @@
 """The health monitor: notices nodes going DOWN and coming back, restarts DOWN nodes through a
 restarter with backoff and a budget, and drains a node that keeps failing.
 
-The master calls :meth:`HealthMonitor.step` on every pass; restarts run in threads, so a slow
+The master calls :meth:`NodeHealth.step` on every pass; restarts run in threads, so a slow
 ``docker restart`` never holds up scheduling.
 """
 
@@ -18,7 +18,7 @@ from minihpc.state.store import Store
 log = logging.getLogger(__name__)
 
 
-class HealthMonitor:
+class NodeHealth:
     def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float):
         self.store = store
         self.restarter = restarter

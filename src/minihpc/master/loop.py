@@ -17,7 +17,7 @@ from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence
 from minihpc.core.outcome import held_failure
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
 from minihpc.master.dispatch import dispatcher
-from minihpc.master.health import HealthMonitor
+from minihpc.master.health import NodeHealth
 from minihpc.metrics import discovery
 from minihpc.restart.spec import Restarter
 from minihpc.state.connect import BLOCK_MAX, REDIS_ERRORS, connect
@@ -44,7 +44,7 @@ class Master:
             budget=settings.restart_budget,
             window=settings.restart_window,
         )
-        self.monitor = HealthMonitor(self.store, restarter, policy, settings.node_timeout)
+        self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
@@ -61,7 +61,7 @@ class Master:
         self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
         if not quiet:
-            self.monitor.step(nodes, now)
+            self.health.step(nodes, now)
         by_name = {n.name: n for n in nodes}
         self.end_jobs(by_name, now, quiet)
         self.requeue_node_failures()
@@ -180,7 +180,7 @@ class Master:
             return
         wall = time.time()
         self.redis_back_at = wall
-        self.monitor.outage_ended(wall)
+        self.health.outage_ended(wall)
         self.stale = {}  # allocations are timed afresh: reports were late through no one's fault
         grace = settings.node_timeout + settings.heartbeat_interval
         log.warning("master: Redis answers again after %.1fs of silence; no node is judged by its heartbeats "

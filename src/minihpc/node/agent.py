@@ -77,7 +77,7 @@ class NodeAgent:
         while not self._stopped.wait(self.settings.heartbeat_interval):
             try:
                 store.heartbeat(self.name, self.settings.node_timeout)
-            except Exception:  # noqa: BLE001 - keep beating through whatever Redis answers
+            except redis.RedisError:  # keep beating through whatever Redis answers (state.connect)
                 log.warning("node %s: heartbeat failed", self.name, exc_info=True)
 
     def start(self) -> None:

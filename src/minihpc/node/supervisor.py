@@ -13,6 +13,10 @@ import subprocess
 import sys
 import time
 
+import psutil
+
+from minihpc.machine import processes
+
 log = logging.getLogger(__name__)
 
 STOP_WAIT = 20.0
@@ -67,16 +71,7 @@ def supervise(argvs: list[list[str]], poll: float = 0.2) -> int:
         first = next(p for p in procs if p.returncode is not None)
         if not stopping:
             log.error("node: %s exited with %s; stopping the others", " ".join(first.args[2:4]), first.returncode)
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        deadline = time.time() + STOP_WAIT
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        processes.terminate([psutil.Process(p.pid) for p in procs if p.poll() is None], STOP_WAIT)
         return 0 if stopping else (first.returncode or 1)
     finally:
         for p in procs:
