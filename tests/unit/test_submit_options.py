@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minihpc.cli.jobs import parse_header, tasks_per_node
+from minihpc.client.options import parse_header, tasks_per_node
 from minihpc.cli.main import build_parser
 from minihpc.core.errors import UsageError
 
@@ -35,17 +35,29 @@ def test_ntasks_spreads_evenly_over_the_nodes():
         tasks_per_node(2, 4, 3)
 
 
-def test_an_sbatch_option_minihpc_lacks_is_a_warning_and_ours_stay_checked(capsys):
+def test_an_sbatch_option_minihpc_lacks_is_a_warning_and_ours_stay_checked():
     header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G -p gpu\n#SBATCH --account a1\nsrun x\n")
-    assert header.nodes == 2
-    err = capsys.readouterr().err
-    assert "#SBATCH --mem=4G -p gpu: not an option minihpc supports; ignored" in err
-    assert "#SBATCH --account a1" in err
-    with pytest.raises(SystemExit):  # a wrong value is still an error
-        parse_header("#SBATCH --nodes=two\n")
-    with pytest.raises(SystemExit):  # our own header lines stay strict
-        parse_header("#MINIHPC --mem 4G\n")
-    assert "#MINIHPC: error: unrecognized arguments: --mem 4G" in capsys.readouterr().err
+    assert header.options.nodes == 2
+    assert header.warnings == ["#SBATCH --mem=4G -p gpu: not an option minihpc supports; ignored",
+                               "#SBATCH --account a1: not an option minihpc supports; ignored"]
+    with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid int value: 'two'"):
+        parse_header("#SBATCH --nodes=two\n")  # a wrong value is still an error
+    with pytest.raises(UsageError, match="#MINIHPC: unrecognized arguments: --mem 4G"):
+        parse_header("#MINIHPC --mem 4G\n")  # our own header lines stay strict
+
+
+def test_flags_beat_header_lines_beat_defaults():
+    import argparse
+
+    from minihpc.client.options import request
+
+    header = parse_header("#SBATCH -N 3\n#SBATCH --time=10 -J from-header\n#MINIHPC --priority high\n")
+    given = argparse.Namespace(nodes=2, ntasks=None, ntasks_per_node=None, priority=None, time=None,
+                               job_name=None, dependency=None, progress_timeout=None)
+    req = request(given, header, script="x.sh", text="", args=["a"])
+    assert (req.nodes, req.priority.value, req.time_limit, req.name, req.args) == (2, "high", 600.0, "from-header", ["a"])
+    req = request(argparse.Namespace(), parse_header(""), script="x.sh", text="", args=[])
+    assert (req.nodes, req.tasks_per_node, req.priority.value, req.time_limit, req.name) == (1, 1, "normal", None, None)
 
 
 def test_make_submit_passes_only_what_the_user_set():

@@ -15,108 +15,25 @@ from minihpc.cli.display import (
     render,
     timestamp,
 )
-from minihpc.cli.parser import Parser
 from minihpc.client import jobs as client_jobs
+from minihpc.client import options
 from minihpc.client.logs import LogTail
 from minihpc.client.session import open_store
-from minihpc.client.submit import STDIN, Request, read_script, read_stdin, submit
+from minihpc.client.submit import STDIN, read_script, read_stdin, submit
 from minihpc.core.config import Settings
-from minihpc.core.errors import MinihpcError, UsageError
-from minihpc.core.models import JobState, Priority
+from minihpc.core.errors import MinihpcError
+from minihpc.core.models import JobState
 from minihpc.core.outcome import format_exit
-from minihpc.core.parsing import (
-    compress_hostlist,
-    format_duration,
-    format_elapsed,
-    header_lines,
-    parse_dependency,
-    parse_time_limit,
-)
-
-# -- options shared by `submit` and #MINIHPC / #SBATCH header lines --------------------------
-
-
-def add_job_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-N", "--nodes", type=int, default=None, help="nodes to run on (default 1)")
-    p.add_argument("-n", "--ntasks", type=int, default=None,
-                   help="ranks in all (spread evenly over the nodes; default: --ntasks-per-node on each)")
-    p.add_argument("--ntasks-per-node", type=int, default=None, help="ranks per node (default 1)")
-    p.add_argument("--priority", choices=[p.value for p in Priority], default=None,
-                   help="queue priority (default normal)")
-    p.add_argument("-t", "--time", default=None, help="time limit: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS")
-    p.add_argument("-J", "--job-name", default=None, help="job name (default: the script's name)")
-    p.add_argument("-d", "--dependency", default=None, help="afterok:ID[:ID...]")
-    p.add_argument("--progress-timeout", default=None,
-                   help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
-
-
-def parse_header(text: str) -> argparse.Namespace:
-    """The options of the script's #MINIHPC and #SBATCH lines, later lines winning. An option
-    minihpc does not know is an error on a #MINIHPC line, and one warning on an #SBATCH line
-    (a Slurm script's --mem or --account has no meaning here); a bad value is always an error."""
-    namespace = _defaults()
-    for prefix, words in header_lines(text):
-        parser = Parser(prog=prefix, add_help=False)
-        add_job_options(parser)
-        if prefix == "#MINIHPC":
-            parser.parse_args(words, namespace=namespace)
-            continue
-        _, unknown = parser.parse_known_args(words, namespace=namespace)
-        if unknown:
-            print(f"minihpc submit: warning: {prefix} {' '.join(unknown)}: not an option minihpc "
-                  "supports; ignored", file=sys.stderr)
-    return namespace
-
-
-def _defaults() -> argparse.Namespace:
-    """Every job option, unset (None)."""
-    parser = Parser(add_help=False)
-    add_job_options(parser)
-    return parser.parse_args([])
-
-
-def tasks_per_node(nodes: int, ntasks: int | None, per_node: int | None) -> int:
-    """Slurm's -n over -N nodes as the same number of ranks on each node (minihpc places
-    tasks evenly); UsageError where that cannot hold."""
-    if ntasks is None:
-        return per_node or 1
-    if ntasks < 1:
-        raise UsageError(f"--ntasks must be at least 1, got {ntasks}")
-    if per_node is not None and ntasks != nodes * per_node:
-        raise UsageError(f"--ntasks {ntasks} disagrees with --nodes {nodes} x --ntasks-per-node {per_node}")
-    if ntasks % nodes:
-        raise UsageError(f"--ntasks {ntasks} does not divide evenly over {nodes} nodes; "
-                         "minihpc runs the same number of tasks on every node")
-    return ntasks // nodes
-
-
-def _merge(cli: argparse.Namespace, header: argparse.Namespace, name: str, default):
-    value = getattr(cli, name)
-    if value is None:
-        value = getattr(header, name)
-    return default if value is None else value
+from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
 
 
 def cmd_submit(args, settings: Settings) -> int:
     text = read_stdin(sys.stdin) if args.script == STDIN else read_script(args.script)
-    header = parse_header(text)
-    pt = _merge(args, header, "progress_timeout", None)
-    dep = _merge(args, header, "dependency", None)
-    nodes = int(_merge(args, header, "nodes", 1))
-    request = Request(
-        script=args.script,
-        text=text,
-        args=list(args.script_args),
-        nodes=nodes,
-        tasks_per_node=tasks_per_node(nodes, _merge(args, header, "ntasks", None),
-                                      _merge(args, header, "ntasks_per_node", None)),
-        priority=Priority(_merge(args, header, "priority", Priority.NORMAL.value)),
-        time_limit=parse_time_limit(_merge(args, header, "time", "UNLIMITED")),
-        progress_timeout=parse_time_limit(pt) if pt else None,
-        name=_merge(args, header, "job_name", None),
-        dependency=parse_dependency(dep) if dep else [],
-        script_name=args.script_name,
-    )
+    header = options.parse_header(text)
+    for warning in header.warnings:
+        print(f"minihpc submit: warning: {warning}", file=sys.stderr)
+    request = options.request(args, header, script=args.script, text=text, args=args.script_args,
+                              script_name=args.script_name)
     job = submit(open_store(settings), request)
     print(job.id if args.parsable else f"Submitted batch job {job.id}")
     return 0
@@ -258,7 +175,7 @@ def cmd_history(args, settings: Settings) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("submit", help="queue a job script")
-    add_job_options(p)
+    options.add_job_options(p)
     p.add_argument("--parsable", action="store_true", help="print only the job id")
     p.add_argument("--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)")
     p.add_argument("script", help="the job script, or - to read it from standard input")

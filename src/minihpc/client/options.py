@@ -1,0 +1,108 @@
+"""A job's options as sbatch reads them: from the command line (or an API request) and from the
+script's ``#MINIHPC`` / ``#SBATCH`` header lines, flags winning, turned into one submit
+:class:`~minihpc.client.submit.Request`. Every face (the CLI, the REST API) submits through
+here, so a header means the same from each.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from minihpc.client.submit import Request
+from minihpc.core.errors import UsageError
+from minihpc.core.models import Priority
+from minihpc.core.parsing import header_lines, parse_dependency, parse_time_limit
+
+
+class HeaderParser(argparse.ArgumentParser):
+    """One header line's options: never matched by prefix (``--ntasks`` is not
+    ``--ntasks-per-node``), and a mistake is a UsageError, not an exit."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog=prog, add_help=False, allow_abbrev=False)
+        add_job_options(self)
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def add_job_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``submit`` and of header lines (every default None: unset)."""
+    p.add_argument("-N", "--nodes", type=int, default=None, help="nodes to run on (default 1)")
+    p.add_argument("-n", "--ntasks", type=int, default=None,
+                   help="ranks in all (spread evenly over the nodes; default: --ntasks-per-node on each)")
+    p.add_argument("--ntasks-per-node", type=int, default=None, help="ranks per node (default 1)")
+    p.add_argument("--priority", choices=[p.value for p in Priority], default=None,
+                   help="queue priority (default normal)")
+    p.add_argument("-t", "--time", default=None, help="time limit: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS")
+    p.add_argument("-J", "--job-name", default=None, help="job name (default: the script's name)")
+    p.add_argument("-d", "--dependency", default=None, help="afterok:ID[:ID...]")
+    p.add_argument("--progress-timeout", default=None,
+                   help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
+
+
+@dataclass
+class Header:
+    """What a script's header lines set, and a warning for each #SBATCH option minihpc lacks."""
+
+    options: argparse.Namespace
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_header(text: str) -> Header:
+    """The options of the script's #MINIHPC and #SBATCH lines, later lines winning. An option
+    minihpc does not know is an error on a #MINIHPC line, and a warning on an #SBATCH line (a
+    Slurm script's --mem or --account has no meaning here); a bad value is always an error."""
+    header = Header(HeaderParser("").parse_args([]))
+    for prefix, words in header_lines(text):
+        parser = HeaderParser(prefix)
+        if prefix == "#MINIHPC":
+            parser.parse_args(words, namespace=header.options)
+            continue
+        _, unknown = parser.parse_known_args(words, namespace=header.options)
+        if unknown:
+            header.warnings.append(f"{prefix} {' '.join(unknown)}: not an option minihpc supports; ignored")
+    return header
+
+
+def tasks_per_node(nodes: int, ntasks: int | None, per_node: int | None) -> int:
+    """Slurm's -n over -N nodes as the same number of ranks on each node (minihpc places
+    tasks evenly); UsageError where that cannot hold."""
+    if ntasks is None:
+        return per_node or 1
+    if ntasks < 1:
+        raise UsageError(f"--ntasks must be at least 1, got {ntasks}")
+    if per_node is not None and ntasks != nodes * per_node:
+        raise UsageError(f"--ntasks {ntasks} disagrees with --nodes {nodes} x --ntasks-per-node {per_node}")
+    if ntasks % nodes:
+        raise UsageError(f"--ntasks {ntasks} does not divide evenly over {nodes} nodes; "
+                         "minihpc runs the same number of tasks on every node")
+    return ntasks // nodes
+
+
+def request(given: argparse.Namespace, header: Header, *, script: str, text: str, args: list[str],
+            script_name: str | None = None) -> Request:
+    """The submit request: each option from ``given`` (flags, or an API body), else the header,
+    else its documented default."""
+
+    def pick(name: str, default=None):
+        value = getattr(given, name, None)
+        value = getattr(header.options, name) if value is None else value
+        return default if value is None else value
+
+    nodes = int(pick("nodes", 1))
+    progress_timeout, dependency = pick("progress_timeout"), pick("dependency")
+    return Request(
+        script=script,
+        text=text,
+        args=list(args),
+        nodes=nodes,
+        tasks_per_node=tasks_per_node(nodes, pick("ntasks"), pick("ntasks_per_node")),
+        priority=Priority(pick("priority", Priority.NORMAL.value)),
+        time_limit=parse_time_limit(pick("time", "UNLIMITED")),
+        progress_timeout=parse_time_limit(progress_timeout) if progress_timeout else None,
+        name=pick("job_name"),
+        dependency=parse_dependency(dependency) if dependency else [],
+        script_name=script_name,
+    )
