@@ -13,6 +13,9 @@ import time
 import psutil
 import pytest
 
+from minihpc.machine.local_state import LocalState
+from minihpc.machine.processes import process_tree, send
+
 from tests.conftest import wait_until
 from tests.integration.conftest import JOBS
 
@@ -21,12 +24,8 @@ pytestmark = pytest.mark.integration
 
 def kill_node(cluster, name: str) -> None:
     """SIGKILL a node agent and everything it started, as a crashed host would lose them."""
-    pids = json.loads((cluster.state_dir / "pids.json").read_text())
-    root = psutil.Process(pids[name])
-    procs = [root] + root.children(recursive=True)
-    # Ranks run in sessions of their own; find them through the agent's torchrun too.
-    for p in procs:
-        p.send_signal(signal.SIGKILL)
+    procs = process_tree(LocalState(cluster.state_dir).pids()[name])
+    send(procs, signal.SIGKILL)
     psutil.wait_procs(procs, timeout=10)
 
 
@@ -37,7 +36,7 @@ def test_a_killed_node_is_restarted_and_its_job_requeued_and_resumed_from_its_ch
     wait_until(lambda: "starts at step 0" in logs() and c.show(job_id)["state"] == "RUNNING", timeout=60,
                message="the job running")
     time.sleep(3)  # a few checkpoints
-    old_pid = json.loads((c.state_dir / "pids.json").read_text())["worker-node-2"]
+    old_pid = LocalState(c.state_dir).pids()["worker-node-2"]
     killed_at = time.time()
     kill_node(c, "worker-node-2")
     job = c.wait(job_id, timeout=120)
@@ -46,7 +45,7 @@ def test_a_killed_node_is_restarted_and_its_job_requeued_and_resumed_from_its_ch
     starts = [int(s) for s in re.findall(r"rank 0 attempt 2 starts at step (\d+)", logs())]
     assert starts and starts[0] > 0, logs()  # resumed, not restarted
     assert "rank 0 done at step 40, total 120" in logs()  # every step all-reduced 3 ranks exactly once
-    new_pid = json.loads((c.state_dir / "pids.json").read_text())["worker-node-2"]
+    new_pid = LocalState(c.state_dir).pids()["worker-node-2"]
     assert new_pid != old_pid and psutil.pid_exists(new_pid)  # the monitor respawned the node
     incidents = json.loads(c.cli("incidents", "--json").stdout)
     # this kill's incidents (the cluster, and so its incident log, is shared with earlier tests)
@@ -87,8 +86,8 @@ def test_restarting_the_master_disturbs_no_running_job(idle_cluster, tmp_path):
     c = idle_cluster
     job_id = c.submit("-N", 3, JOBS / "steps.py", 16, 0.25)
     wait_until(lambda: c.show(job_id)["state"] == "RUNNING", timeout=60, message="the job running")
-    pids_file = c.state_dir / "pids.json"
-    pids = json.loads(pids_file.read_text())
+    state = LocalState(c.state_dir)
+    pids = state.pids()
     # Only the master's own process: agents it respawned earlier are its children.
     os.kill(pids["master"], signal.SIGKILL)
     try:
@@ -101,9 +100,7 @@ def test_restarting_the_master_disturbs_no_running_job(idle_cluster, tmp_path):
         [sys.executable, "-m", "minihpc.cli", "master", "--restarter", f"local:{c.state_dir}"],
         env=c.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
-    pids = json.loads(pids_file.read_text())
-    pids["master"] = master.pid
-    pids_file.write_text(json.dumps(pids))
+    state.set_pid("master", master.pid)
     job = c.wait(job_id, timeout=120)
     assert job["state"] == "COMPLETED" and (job["attempts"], job["requeues"]) == (1, 0)
     assert c.wait(waiting, timeout=60)["state"] == "COMPLETED"
