@@ -36,3 +36,13 @@ def test_readable_report_and_plots(tmp_path):
     assert "1 vs 2 workers" in text and "FAIL" in text and "✗" in text
     paths = compare.plot(rep, tmp_path / "loss.png")
     assert [p.name for p in paths] == ["loss.png", "loss-delta.png"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_the_report_says_what_a_parameter_server_left_out():
+    ps = dict(run([1.0, 0.6], 2), strategy="parameter-server",
+              parameter_server={"timeout_sec": 0.15, "skipped_total": 3, "steps_with_skips": 2, "steps": 2})
+    rep = compare.report(run([1.0, 0.5]), ps, 0.01)
+    assert rep["multi"]["parameter_server"] == {"timeout_sec": 0.15, "skipped_total": 3, "steps_with_skips": 2}
+    assert "single" in rep and "parameter_server" not in rep["single"]
+    assert ("multi run: parameter server, 3 worker-step(s) left out of the average by its 0.15 s timeout in 2 "
+            "step(s) -- the losses cannot match there") in compare.format_report(rep)

@@ -40,10 +40,19 @@ def report(single_run: dict, multi_run: dict, tolerance: float) -> dict:
         "steps_compared": len(rows),
         "failed_steps": failed,
         "steps_in_one_run_only": missing,
-        "single": {"num_workers": single_run.get("num_workers"), "strategy": single_run.get("strategy")},
-        "multi": {"num_workers": multi_run.get("num_workers"), "strategy": multi_run.get("strategy")},
+        "single": _side(single_run),
+        "multi": _side(multi_run),
         "steps": rows,
     }
+
+
+def _side(run: dict) -> dict:
+    """Who ran it; for the parameter-server strategy, what its timeout left out."""
+    side = {"num_workers": run.get("num_workers"), "strategy": run.get("strategy")}
+    if "parameter_server" in run:
+        ps = run["parameter_server"]
+        side["parameter_server"] = {k: ps.get(k) for k in ("timeout_sec", "skipped_total", "steps_with_skips")}
+    return side
 
 
 def format_report(rep: dict, limit: int = 10) -> str:
@@ -62,6 +71,12 @@ def format_report(rep: dict, limit: int = 10) -> str:
         lines.append(f"failed steps: {', '.join(map(str, rep['failed_steps'][:20]))}")
     if rep["steps_in_one_run_only"]:
         lines.append(f"steps in one run only: {len(rep['steps_in_one_run_only'])}")
+    for name in ("single", "multi"):
+        ps = rep[name].get("parameter_server")
+        if ps:
+            lines.append(f"{name} run: parameter server, {ps['skipped_total']} worker-step(s) left out of the "
+                         f"average by its {ps['timeout_sec']:g} s timeout in {ps['steps_with_skips']} step(s)"
+                         + (" -- the losses cannot match there" if ps["skipped_total"] else ""))
     return "\n".join(lines)
 
 

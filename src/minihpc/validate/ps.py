@@ -13,8 +13,9 @@ import socket
 import struct
 import threading
 import time
-from array import array
 from dataclasses import dataclass, field
+
+import torch
 
 CONNECT_TIMEOUT = 30.0
 
@@ -44,14 +45,12 @@ def recv(sock: socket.socket) -> tuple[dict, bytes] | None:
 
 
 def average(grads: list[bytes]) -> bytes:
-    """Element-wise mean of float64 vectors (as bytes)."""
-    vectors = [array("d", g) for g in grads]
-    total = array("d", vectors[0])
-    for v in vectors[1:]:
-        for i, x in enumerate(v):
-            total[i] += x
-    n = len(vectors)
-    return array("d", (x / n for x in total)).tobytes()
+    """Element-wise mean of float64 vectors (as bytes), summed in arrival order as a loop
+    would, vectorised: the MNIST model's 1.2 M gradients take milliseconds, not seconds."""
+    total = torch.frombuffer(bytearray(grads[0]), dtype=torch.float64)
+    for g in grads[1:]:
+        total += torch.frombuffer(bytearray(g), dtype=torch.float64)
+    return (total / len(grads)).numpy().tobytes()
 
 
 @dataclass
@@ -143,8 +142,6 @@ class Client:
 
     def exchange(self, step: int, flat, loss: float):
         """Send this rank's gradient; the average, the mean loss and the ranks averaged."""
-        import torch
-
         send(self.sock, {"rank": self.rank, "step": step, "loss": loss}, flat.detach().double().numpy().tobytes())
         header, values = recv(self.sock)
         return torch.frombuffer(bytearray(values), dtype=torch.float64), header["loss"], header["arrived"]
