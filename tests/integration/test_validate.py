@@ -100,4 +100,5 @@ def test_cluster_run_matches_single_process(idle_cluster, runs, tmp_path, monkey
                "--output", out) == 0
     run = json.loads(out.read_text())
     assert run["launch"]["job_state"] == "COMPLETED" and run["num_workers"] == 2
+    assert sorted(run["machine"]["rank_hosts"]) == ["0", "1"]
     assert cli("validate", "compare", runs / "w1.json", out, "--tolerance", "1e-5") == 0

@@ -17,10 +17,10 @@ def rec(rank, step, loss, st, comp=1.0):
 
 def records():
     return {
-        0: [{"event": "start", "time": 100.0, "torch": "2.x", "minihpc": "0.1.0", "python": "3.11"},
+        0: [{"event": "start", "time": 100.0, "torch": "2.x", "minihpc": "0.1.0", "python": "3.11", "hostname": "n0"},
             rec(0, 0, 1.0, 10.0), rec(0, 1, 0.5, 20.0), {"event": "checksum", "step": 1, "digest": "aa"},
             {"event": "end", "time": 101.0}],
-        1: [{"event": "start", "time": 100.2}, rec(1, 0, 1.0, 12.0, 3.0), rec(1, 1, 0.5, 18.0),
+        1: [{"event": "start", "time": 100.2, "hostname": "n1"}, rec(1, 0, 1.0, 12.0, 3.0), rec(1, 1, 0.5, 18.0),
             {"event": "checksum", "step": 1, "digest": "aa"}, {"event": "end", "time": 101.5}],
     }
 
@@ -43,6 +43,7 @@ def test_aggregates():
     assert run["average_throughput_samples_per_sec"] == pytest.approx(32 / 0.032)
     assert run["step_time_p50_ms"] == 16.0 and run["versions"]["torch"] == "2.x"
     assert {"hostname", "cpus", "platform"} <= set(run["machine"])
+    assert run["machine"]["rank_hosts"] == {"0": "n0", "1": "n1"}  # where each rank ran (--cluster: its node)
 
 
 def test_a_step_some_rank_did_not_finish_is_left_out():

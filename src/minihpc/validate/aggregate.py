@@ -107,8 +107,12 @@ def versions(records: dict[int, list[dict]]) -> dict:
             "python": first.get("python") or sys.version.split()[0]}
 
 
-def machine() -> dict:
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform()}
+def machine(records: dict[int, list[dict]] | None = None) -> dict:
+    """Where the run was launched from, and the host each rank ran on (``--cluster``: the nodes)."""
+    ranks = {str(rank): r["hostname"] for rank, lines in sorted((records or {}).items())
+             for r in lines if r.get("event") == "start" and r.get("hostname")}
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "rank_hosts": ranks}
 
 
 def merge(records: dict[int, list[dict]], workers: int, config: dict) -> dict:
@@ -121,7 +125,7 @@ def merge(records: dict[int, list[dict]], workers: int, config: dict) -> dict:
         "workload": config.get("workload", "synthetic"),
         "step_times_from": "max over ranks; loss is the global (all-reduced) loss",
         "versions": versions(records),
-        "machine": machine(),
+        "machine": machine(records),
         "config": config,
         "steps": steps,
         "per_rank": per_rank(by_rank),
