@@ -139,8 +139,8 @@ def train(run: Run, stop: preempt.StopRequest) -> int | None:
     args, reports = run.args, int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
     attempt = os.environ.get("MINIHPC_ATTEMPT", "1")
     loss_log = open(args.loss_log, "a") if args.loss_log and run.rank == 0 else None
-    tracker = tracking.Tracker(args.tensorboard, project="minihpc-mnist", config=vars(args),
-                               wandb_dir=args.checkpoint_dir) if run.rank == 0 else tracking.Tracker(use_wandb=False)
+    tracker = tracking.Tracker(args.tensorboard if run.rank == 0 else None, use_wandb=run.rank == 0,
+                               project="minihpc-mnist", config=vars(args), wandb_dir=args.checkpoint_dir)
     window_start, window_samples = time.perf_counter(), 0
     while run.step < run.total_steps:
         epoch, skip = divmod(run.step, run.steps_per_epoch)

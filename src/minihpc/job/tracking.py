@@ -9,7 +9,6 @@ offline mode -- nothing leaves the machine while the job runs; ``wandb sync DIR`
 
 from __future__ import annotations
 
-import math
 import os
 
 from minihpc.job.tensorboard import EventWriter
@@ -52,8 +51,7 @@ class Tracker:
         if self.writer is not None:
             self.writer.scalars(int(step), values, wall_time)
         if self.wandb_run is not None:
-            self.wandb_run.log({tag: (v if math.isfinite(v) else float("nan")) for tag, v in values.items()},
-                               step=int(step))
+            self.wandb_run.log(values, step=int(step))
 
     def close(self) -> None:
         if self.writer is not None:
