@@ -3,9 +3,12 @@ cancelling -- one rule for every face (CLI, REST API)."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
-from minihpc.core.errors import UsageError
+from minihpc.client.access import Principal, may_change
+from minihpc.core.errors import Conflict, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
 from minihpc.state.store import Store
@@ -58,8 +61,68 @@ def wait(store: Store, job_id: int, timeout: float | None = None, poll: float = 
         time.sleep(poll)
 
 
-def cancel(store: Store, job_id: int, by: str) -> None:
-    """Cancel a pending or running job; UsageError if it has already ended."""
-    if not store.transition(job_id, JobState.CANCELLED, f"cancelled by {by}",
+def cancel(store: Store, job_id: int, who: Principal) -> None:
+    """Cancel a pending or running job of ``who``'s (any job for an admin); Conflict if it has
+    already ended."""
+    may_change(who, store.get_job(job_id))
+    if not store.transition(job_id, JobState.CANCELLED, f"cancelled by {who.user}",
                             only_from=[JobState.PENDING, JobState.RUNNING]):
-        raise UsageError(f"job {job_id} already ended ({store.get_job(job_id).state.value})")
+        raise Conflict(f"job {job_id} already ended ({store.get_job(job_id).state.value})")
+
+
+def listing(store: Store, states: set[JobState] | None = None, user: str | None = None,
+            name: str | None = None) -> list[Job]:
+    """Jobs as the queue orders them (running, pending in start order), then ended ones newest
+    first, filtered by state, owner and name (a substring)."""
+    jobs = queue(store)
+    if states is None or any(s.terminal for s in states):
+        jobs += store.ended_jobs(limit=QUEUE_LISTED)
+    return [j for j in jobs
+            if (states is None or j.state in states) and (not user or j.user == user)
+            and (not name or name in j.name)]
+
+
+QUEUE_LISTED = 1000
+"""Ended jobs a listing looks through, newest first."""
+
+
+def parse_states(text: str | None) -> set[JobState] | None:
+    """``RUNNING,PD,...`` (names or Slurm's codes) as states; None for all."""
+    if not text:
+        return None
+    by_code = {s.code: s for s in JobState} | {s.value: s for s in JobState}
+    states = set()
+    for word in text.upper().replace(" ", "").split(","):
+        if word not in by_code:
+            raise UsageError(f"invalid job state {word!r}: expected one of {', '.join(s.value for s in JobState)} "
+                             "or their codes")
+        states.add(by_code[word])
+    return states
+
+
+def delete(store: Store, job_id: int, who: Principal) -> None:
+    """Forget an ended job: its record, telemetry, spooled script and logs (checkpoints stay:
+    they are the user's results)."""
+    job = store.get_job(job_id)
+    may_change(who, job)
+    if not ended_for_good(store, job):
+        raise Conflict(f"job {job_id} is {job.state.value}; only ended jobs can be deleted (cancel it first)")
+    store.delete_job(job)
+    cluster = store.cluster_info()
+    for root in (cluster.get("spool_dir"), cluster.get("log_dir")):
+        if root:
+            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)
+
+
+def purge(store: Store, older_than: float, who: Principal, now: float | None = None) -> list[int]:
+    """Delete the ended jobs (``who``'s own, or everyone's for an admin) that ended more than
+    ``older_than`` seconds ago; the ids deleted."""
+    if older_than < 0:
+        raise UsageError(f"older_than must be 0 or more seconds, got {older_than:g}")
+    cutoff = (now or time.time()) - older_than
+    deleted = []
+    for job in store.get_jobs(store.ended_before(cutoff)):
+        if (who.admin or job.user == who.user) and ended_for_good(store, job):
+            delete(store, job.id, who)
+            deleted.append(job.id)
+    return deleted

@@ -32,6 +32,9 @@ class Request:
 
 
 STDIN = "-"
+SPOOL_WORKDIR = "@spool"
+"""A request's workdir meaning the job's own spool directory (a script sent over the API has
+no directory of its own on the cluster)."""
 
 
 def read_stdin(stream) -> str:
@@ -109,7 +112,7 @@ def submit(store: Store, request: Request) -> Job:
         time_limit=request.time_limit,
         progress_timeout=request.progress_timeout,
         dependency=list(request.dependency),
-        workdir=request.workdir or os.getcwd(),
+        workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or os.getcwd(),
         submitted_at=time.time(),
     )
     store.add_job(job)

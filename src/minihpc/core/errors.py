@@ -15,3 +15,15 @@ class NotFound(MinihpcError):
 
 class ClusterUnavailable(MinihpcError):
     """Redis cannot be reached, or no cluster state is there."""
+
+
+class Unauthorized(MinihpcError):
+    """No API token, or one the cluster does not know."""
+
+
+class Forbidden(MinihpcError):
+    """The user is known but may not do this (another user's job, an operator's command)."""
+
+
+class Conflict(UsageError):
+    """The request is valid but not in the subject's current state (cancel an ended job)."""

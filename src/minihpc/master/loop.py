@@ -25,6 +25,9 @@ from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
+MASTER_BEAT_TTL = 4 * BLOCK_MAX
+"""Seconds the master's heartbeat key outlives a pass; a pass comes at least every BLOCK_MAX."""
+
 
 class Master:
     """``sd_file``: where to keep Prometheus's file-SD targets (None: nowhere)."""
@@ -202,6 +205,7 @@ class Master:
                         log.warning("master: reconciled job %s (%s)", job_id, what)
                     self.reconcile_pending = False
                 self.step(time.time())
+                self.store.master_beat(MASTER_BEAT_TTL)
                 if time.time() - last_prune > 60:
                     self.store.prune_history()
                     last_prune = time.time()

@@ -1,11 +1,13 @@
-"""Events: the master's wake-ups, and the incident log (node down / restarted / back /
-drained, job requeued or stalled) that operators and drills read."""
+"""Events: the master's wake-ups, the incident log (node down / restarted / back / drained, job
+requeued or stalled) that operators and drills read, the live channel the REST API streams
+from, and the master's own heartbeat."""
 
 from __future__ import annotations
 
 import json
 import time
 
+from minihpc.core.models import JobState
 from minihpc.state import keys
 from minihpc.state.connect import BLOCK_MAX
 
@@ -39,12 +41,30 @@ class Events:
         with self.r.pipeline() as pipe:
             pipe.lpush(keys.INCIDENTS, json.dumps(record, sort_keys=True))
             pipe.ltrim(keys.INCIDENTS, 0, INCIDENTS_KEPT - 1)
+            publish(pipe, dict(record, type="incident"))
             pipe.execute()
 
     def incidents(self, limit: int = 100) -> list[dict]:
         """The newest ``limit`` incidents, newest first."""
         return [json.loads(x) for x in self.r.lrange(keys.INCIDENTS, 0, limit - 1)]
 
+    def master_beat(self, ttl: float) -> None:
+        """The master's loop is alive (for ``ttl`` seconds)."""
+        self.r.set(keys.MASTER_ALIVE, str(time.time()), px=max(1, int(ttl * 1000)))
+
+    def master_alive(self) -> bool:
+        return bool(self.r.exists(keys.MASTER_ALIVE))
+
     def ping(self) -> bool:
         """Whether Redis answers now (drills wait for a restarted Redis with it)."""
         return bool(self.r.ping())
+
+
+def publish(pipe, event: dict) -> None:
+    """Queue ``event`` on the live channel within the caller's pipeline or transaction, so it
+    goes out with the change it tells of."""
+    pipe.publish(keys.LIVE, json.dumps(event, sort_keys=True))
+
+
+def job_event(job_id: int, state: str) -> dict:
+    return {"type": "job", "id": int(job_id), "state": state, "state_code": JobState(state).code}

@@ -12,6 +12,7 @@ from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.state import keys
 from minihpc.state.connect import text, texts
+from minihpc.state.events import job_event, publish
 
 ENDED_HISTORY = 10_000
 """How many ended jobs history keeps; older records are deleted."""
@@ -44,6 +45,7 @@ class JobRecords:
             pipe.hset(keys.job(job.id), mapping=job.to_record())
             pipe.sadd(keys.JOBS_PENDING, job.id)
             pipe.rpush(keys.EVENTS, f"submit {job.id}")
+            publish(pipe, job_event(job.id, job.state.value))
             pipe.execute()
 
     def get_job(self, job_id: int) -> Job:
@@ -146,6 +148,18 @@ class JobRecords:
                 fixed[job_id] = f"{state.value if state else 'no record'}: in {sorted(have) or 'no set'}, now {want or 'none'}"
             pipe.execute()
         return fixed
+
+    def delete_job(self, job: Job) -> None:
+        """Forget an ended job's record, results and telemetry (its files are the caller's)."""
+        with self.r.pipeline() as pipe:
+            pipe.delete(keys.job(job.id), keys.job_progress(job.id), keys.job_steps(job.id),
+                        keys.job_series(job.id), *[keys.job_results(job.id, a) for a in range(1, job.attempts + 1)])
+            pipe.zrem(keys.JOBS_ENDED, job.id)
+            pipe.execute()
+
+    def ended_before(self, when: float) -> list[int]:
+        """Ids of the jobs that ended before ``when``, oldest first."""
+        return [int(i) for i in self.r.zrangebyscore(keys.JOBS_ENDED, "-inf", f"({when}")]
 
     def prune_history(self) -> None:
         """Forget the oldest ended jobs beyond ENDED_HISTORY."""

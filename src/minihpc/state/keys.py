@@ -69,6 +69,16 @@ STATS_HISTOGRAM = "minihpc:stats:hist:{0}"
 EVENTS = "minihpc:events"
 """List: wake-ups for the master (submit, node freed, cancel). Contents are informative only."""
 
+LIVE = "minihpc:live"
+"""Pub/sub channel: JSON {"type": "job"|"incident", ...} for every job state change and
+incident, as it happens (the REST API's event streams listen; nothing is kept)."""
+
+MASTER_ALIVE = "minihpc:master:alive"
+"""String with a TTL: present while the master's loop runs (its time of the last pass)."""
+
+TOKENS = "minihpc:tokens"
+"""Hash: sha256 of an API token -> JSON {user, admin, created_at}. Tokens are never stored."""
+
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
 

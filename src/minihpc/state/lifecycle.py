@@ -17,6 +17,7 @@ from minihpc.core.outcome import NodeResult, Outcome, after_report, starts_failu
 from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import BLOCK_MAX, text, texts
+from minihpc.state.events import job_event, publish
 
 SERIES_TTL = 7 * 86400
 """Seconds an ended job's progress reports are kept (`minihpc report` needs them)."""
@@ -102,6 +103,7 @@ class JobLifecycle:
             pipe.hset(keys.job(job.id), mapping=job.to_record())
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.sadd(keys.JOBS_ACTIVE, job.id)
+            publish(pipe, job_event(job.id, JobState.RUNNING.value))
             if waited is not None:
                 stats.observe(pipe, "job_wait_seconds", waited)
             dispatch(pipe, job)
@@ -164,6 +166,7 @@ class JobLifecycle:
             stats.count(pipe, "job_requeues")
             pipe.persist(keys.job_series(job_id))
             pipe.rpush(keys.EVENTS, f"requeued {job_id}")
+            publish(pipe, job_event(job_id, JobState.PENDING.value))
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)
@@ -212,3 +215,4 @@ def _write_transition(pipe, job: Job, new: JobState, reason: str, fields: dict) 
         pipe.sadd(keys.JOBS_NODE_FAILED, job.id)
     pipe.hset(keys.job(job.id), mapping=update)
     pipe.rpush(keys.EVENTS, f"{new.value} {job.id}")
+    publish(pipe, job_event(job.id, new.value))

@@ -5,7 +5,8 @@ read or change. Each concern lives in its own module; this class only joins them
 - :mod:`~minihpc.state.lifecycle` -- how a job's state changes (atomic transactions);
 - :mod:`~minihpc.state.nodes` -- the node registry, allocations, draining, restarts;
 - :mod:`~minihpc.state.telemetry` -- progress reports, counters and histograms;
-- :mod:`~minihpc.state.events` -- the master's wake-ups and the incident log.
+- :mod:`~minihpc.state.events` -- the master's wake-ups, the incident log, the live channel;
+- :mod:`~minihpc.state.tokens` -- who each API token names (hashed).
 
 Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
 :func:`minihpc.state.connect.text`.
@@ -20,9 +21,10 @@ from minihpc.state.jobs import JobRecords
 from minihpc.state.lifecycle import JobLifecycle
 from minihpc.state.nodes import NodeRegistry
 from minihpc.state.telemetry import Telemetry
+from minihpc.state.tokens import Tokens
 
 
-class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events):
+class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens):
     def __init__(self, client: redis.Redis):
         self.r = client
         self._register_scripts()

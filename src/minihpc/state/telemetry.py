@@ -42,11 +42,11 @@ class Telemetry:
             pipe.ltrim(keys.job_series(job_id), -SERIES_KEPT, -1)
             pipe.execute()
 
-    def series(self, job_id: int) -> list[dict]:
-        """Every progress report kept for the job, oldest first (see keys.JOB_SERIES); an
-        entry that is not a JSON object is skipped."""
+    def series(self, job_id: int, last: int | None = None) -> list[dict]:
+        """Every progress report kept for the job (or its ``last`` newest), oldest first (see
+        keys.JOB_SERIES); an entry that is not a JSON object is skipped."""
         out = []
-        for raw in self.r.lrange(keys.job_series(job_id), 0, -1):
+        for raw in self.r.lrange(keys.job_series(job_id), -last if last else 0, -1):
             entry = _json(raw)
             if isinstance(entry, dict):
                 out.append(entry)

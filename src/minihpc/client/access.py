@@ -1,0 +1,89 @@
+"""Who is asking, and what they may change: one rule for every face.
+
+A user is named by an API token (``minihpc token create USER``; the REST API's bearer token,
+the CLI's ``MINIHPC_TOKEN``), or, for the CLI without a token, by the login it runs under.
+A user owns the jobs they submit; only the owner or an admin may cancel, delete or purge
+them, and only an admin drains or resumes nodes. As in Slurm, root is an admin.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from minihpc.core.errors import Forbidden, Unauthorized, UsageError
+from minihpc.core.models import Job
+from minihpc.state.store import Store
+
+TOKEN_PREFIX = "mhpc_"
+USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+"""A user name as useradd takes it."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    user: str
+    admin: bool = False
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def from_token(store: Store, token: str | None) -> Principal:
+    """The user ``token`` names; Unauthorized if there is none or the cluster does not know it."""
+    if not token:
+        raise Unauthorized("an API token is needed (Authorization: Bearer TOKEN); make one with 'minihpc token create USER'")
+    record = store.token_record(digest(token.strip()))
+    if record is None:
+        raise Unauthorized("the API token is not known to this cluster (revoked, or from another cluster)")
+    return Principal(record["user"], bool(record.get("admin")))
+
+
+def for_cli(store: Store) -> Principal:
+    """The CLI's user: MINIHPC_TOKEN's if set, else the login it runs under (root is an admin)."""
+    token = os.environ.get("MINIHPC_TOKEN")
+    if token:
+        return from_token(store, token)
+    return Principal(getpass.getuser(), os.geteuid() == 0)
+
+
+def may_change(who: Principal, job: Job) -> None:
+    """Forbidden unless ``who`` owns ``job`` or is an admin."""
+    if not (who.admin or job.user == who.user):
+        raise Forbidden(f"job {job.id} belongs to {job.user}; {who.user} may not change it")
+
+
+def must_be_admin(who: Principal, what: str) -> None:
+    if not who.admin:
+        raise Forbidden(f"{what} needs an admin token; {who.user} is not an admin")
+
+
+def create_token(store: Store, user: str, admin: bool = False) -> str:
+    """A new token for ``user``, shown once; only its digest is kept."""
+    if not USER_NAME.fullmatch(user):
+        raise UsageError(f"invalid user name {user!r}: letters, digits, '_', '.', '-', at most 32")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    store.add_token(digest(token), {"user": user, "admin": admin, "created_at": time.time()})
+    return token
+
+
+def tokens(store: Store) -> list[dict]:
+    """Every token's user, admin flag, creation time and digest prefix (its id), oldest first."""
+    rows = [dict(record, id=d[:12]) for d, record in store.token_records().items()]
+    return sorted(rows, key=lambda r: r.get("created_at", 0))
+
+
+def revoke(store: Store, user: str | None = None, token_id: str | None = None) -> int:
+    """Remove every token of ``user``, or the one whose id is ``token_id``; how many went."""
+    records = store.token_records()
+    gone = [d for d, r in records.items()
+            if (user is not None and r["user"] == user) or (token_id and d.startswith(token_id))]
+    if not gone:
+        raise UsageError(f"no token {'of user ' + repr(user) if user else 'with id ' + repr(token_id)}")
+    return store.remove_tokens(gone)

@@ -1,0 +1,66 @@
+"""A job's training at a glance -- steps, loss, throughput, ETA, attempts and incidents --
+for every face that shows it (the REST API's summaries, the web page)."""
+
+from __future__ import annotations
+
+from minihpc.core import training
+from minihpc.core.models import Job, JobState
+from minihpc.state.store import Store
+
+HISTORY_POINTS = 60
+"""Loss points a summary carries for its sparkline (the newest, oldest first)."""
+
+SERIES_READ = 4 * HISTORY_POINTS
+"""Progress reports read for them: every node reports, so a step may appear several times."""
+
+
+def loss_history(series: list[dict], points: int = HISTORY_POINTS) -> list[list[float]]:
+    """[[step, loss], ...] of the newest attempt's reports, one per step, oldest first."""
+    if not series:
+        return []
+    attempt = max(r.get("attempt", 0) for r in series)
+    by_step: dict[float, float] = {}
+    for report in series:
+        if report.get("attempt", 0) == attempt and "loss" in report and "step" in report:
+            by_step[report["step"]] = report["loss"]
+    return [[step, by_step[step]] for step in sorted(by_step)][-points:]
+
+
+def summarize(job: Job, report: dict | None, marks: dict[int, dict], series: list[dict],
+              incidents: list[dict]) -> dict:
+    """The summary of ``job`` from its newest progress report, per-attempt marks, recent
+    reports and incidents (a pure function of what the store holds)."""
+    report = report or {}
+    step, total = report.get("step"), report.get("total")
+    current = marks.get(job.attempts, {})
+    eta = training.eta(step, total, current.get("first"), current.get("last")) if step is not None else None
+    if job.state is not JobState.RUNNING:
+        eta = None
+    return {
+        "id": job.id, "name": job.name, "user": job.user, "state": job.state.value,
+        "state_code": job.state.code, "step": step, "total": total,
+        "percent": min(100.0, 100.0 * step / total) if step is not None and total else None,
+        "loss": report.get("loss"), "samples_per_second": report.get("samples_per_second"),
+        "eta_seconds": eta, "attempts": job.attempts, "requeues": job.requeues,
+        "loss_history": loss_history(series),
+        "attempt_marks": {str(a): m for a, m in sorted(marks.items())},
+        "incidents": incidents,
+    }
+
+
+def job_summary(store: Store, job: Job, incidents_read: int = 200) -> dict:
+    report = store.progress([job.id]).get(job.id)
+    incidents = [i for i in store.incidents(incidents_read) if i.get("job") == job.id]
+    return summarize(job, report, store.attempt_steps(job.id), store.series(job.id, SERIES_READ), incidents)
+
+
+def running_summaries(store: Store) -> list[dict]:
+    """A summary of every running job, by id."""
+    jobs = sorted(store.running_jobs(), key=lambda j: j.id)
+    reports = store.progress(j.id for j in jobs)
+    recent = store.incidents(200)
+    return [
+        summarize(j, reports.get(j.id), store.attempt_steps(j.id), store.series(j.id, SERIES_READ),
+                  [i for i in recent if i.get("job") == j.id])
+        for j in jobs
+    ]
