@@ -21,6 +21,7 @@ class Cluster:
     def __init__(self, state_dir: Path, port: int):
         self.state_dir = state_dir
         self.port = port
+        self.api_port = free_port()
         # Many tests here kill nodes on purpose; a real budget would drain them part-way
         # through the suite (draining is tested in e2e and in tests/unit/test_health.py (restart_policy)).
         self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100")
@@ -58,6 +59,11 @@ class Cluster:
     def queue(self) -> list[dict]:
         return json.loads(self.cli("queue", "--json").stdout)
 
+    @property
+    def api(self) -> dict:
+        """{"url", "token"}: the REST API and the admin token `up --local` made."""
+        return json.loads((self.state_dir / "api.json").read_text())
+
     def idle(self) -> bool:
         return not self.queue() and all(n["state"] == "idle" for n in self.nodes())
 
@@ -68,7 +74,7 @@ def cluster(tmp_path_factory):
         pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
     state = tmp_path_factory.mktemp("cluster")
     c = Cluster(state, free_port())
-    out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state)
+    out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", c.api_port)
     assert "MINIHPC_REDIS_URL=redis://:" in out.stdout
     yield c
     c.cli("down", "--state-dir", state, check=False)

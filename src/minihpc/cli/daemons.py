@@ -15,13 +15,17 @@ from pathlib import Path
 from minihpc.core.config import Settings, local_state_dir, shared_layout
 from minihpc.core.errors import UsageError
 
+API_PORT = 8080
+"""The REST API's and web page's port unless MINIHPC_API_PORT or --port/--api-port says."""
+
 
 def cmd_up(args, settings: Settings) -> int:
     from minihpc.ops import local
 
     if not args.local:
         raise UsageError("'minihpc up' without --local starts nothing; use 'make up' for the Compose cluster")
-    url = local.up(Path(args.state_dir), args.workers, args.port, log=lambda m: print(m, file=sys.stderr))
+    url = local.up(Path(args.state_dir), args.workers, args.port, log=lambda m: print(m, file=sys.stderr),
+                   api_port=args.api_port)
     print(f"export MINIHPC_REDIS_URL={url}")
     return 0
 
@@ -59,6 +63,13 @@ def cmd_master(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_api(args, settings: Settings) -> int:
+    from minihpc.api.server import serve
+
+    serve(settings, args.host, args.port, wait_redis=args.wait_redis)
+    return 0
+
+
 def cmd_agent(args, settings: Settings) -> int:
     from minihpc.node.agent import NodeAgent
 
@@ -87,6 +98,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="worker nodes besides master-node")
     p.add_argument("--port", type=int, default=6379, help="port for the local redis-server")
     p.add_argument("--state-dir", default=state_default, help="where the local cluster keeps its state")
+    p.add_argument("--api-port", type=int, default=int(os.environ.get("MINIHPC_API_PORT", API_PORT)),
+                   help=f"serve the REST API and web page on 127.0.0.1:PORT (default {API_PORT}, "
+                        "or MINIHPC_API_PORT; 0: none)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", help="stop the local cluster")
@@ -118,6 +132,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--restarter", default=None, help="the master's restarter (with --master)")
     p.add_argument("--cluster-metrics-port", type=int, default=None, help="the master's cluster metrics port (with --master)")
     p.set_defaults(func=cmd_node)
+
+    p = sub.add_parser("api", help="serve the REST API and the web page (a cluster daemon)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 inside a container)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("MINIHPC_API_PORT", API_PORT)))
+    p.add_argument("--wait-redis", type=float, default=float(os.environ.get("MINIHPC_WAIT_REDIS", 0)),
+                   help="seconds to wait for Redis to answer first (a starting container)")
+    p.set_defaults(func=cmd_api)
 
     p = sub.add_parser("restart-proxy", help="restart this Compose project's node containers on request")
     p.add_argument("--port", type=int, default=8700)

@@ -4,7 +4,6 @@ scontrol show job, scancel, sacct) -- thin over :mod:`minihpc.client`."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -15,6 +14,7 @@ from minihpc.cli.display import (
     render,
     timestamp,
 )
+from minihpc.client import access
 from minihpc.client import jobs as client_jobs
 from minihpc.client import options
 from minihpc.client.logs import LogTail
@@ -34,7 +34,9 @@ def cmd_submit(args, settings: Settings) -> int:
         print(f"minihpc submit: warning: {warning}", file=sys.stderr)
     request = options.request(args, header, script=args.script, text=text, args=args.script_args,
                               script_name=args.script_name)
-    job = submit(open_store(settings), request)
+    store = open_store(settings)
+    request.user = access.for_cli(store).user
+    job = submit(store, request)
     print(job.id if args.parsable else f"Submitted batch job {job.id}")
     return 0
 
@@ -90,11 +92,12 @@ def cmd_show(args, settings: Settings) -> int:
 
 def cmd_cancel(args, settings: Settings) -> int:
     store = open_store(settings)
+    who = access.for_cli(store)
     failures = 0
     for text in args.job_ids:
         try:
             job_id = client_jobs.parse_job_id(text)
-            client_jobs.cancel(store, job_id, by=os.environ.get("USER", "user"))
+            client_jobs.cancel(store, job_id, who)
         except MinihpcError as exc:
             print(f"minihpc cancel: error: {exc}", file=sys.stderr)
             failures += 1

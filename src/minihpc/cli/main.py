@@ -12,13 +12,13 @@ import os
 import sys
 
 from minihpc import __version__
-from minihpc.cli import daemons, jobs, nodes, ops, validate
+from minihpc.cli import daemons, jobs, nodes, ops, tokens, validate
 from minihpc.cli.parser import Parser
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
 from minihpc.state.connect import REDIS_ERRORS
 
-DAEMONS = ("master", "agent", "node", "restart-proxy")
+DAEMONS = ("master", "agent", "node", "restart-proxy", "api")
 """Commands that run for good and log at INFO."""
 
 
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help="a TOML config file (also MINIHPC_CONFIG)")
     parser.add_argument("--redis-url", default=None, help="the cluster's Redis (also MINIHPC_REDIS_URL)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in (jobs, nodes, daemons, ops, validate):
+    for group in (jobs, nodes, daemons, ops, tokens, validate):
         group.add_parsers(sub)
     return parser
 

@@ -4,6 +4,7 @@
     STATE_DIR/run/nodes.json   each node's command line, so a DOWN node can be respawned
     STATE_DIR/run/*.log        each process's output
     STATE_DIR/redis_url        the Redis URL with its password (mode 0600; the CLI reads it)
+    STATE_DIR/api.json         the web page's URL and the admin API token made for it (mode 0600)
     STATE_DIR/redis.conf       the Redis configuration (mode 0600)
     STATE_DIR/redis/           Redis's data
     STATE_DIR/shared/          stands in for the shared volumes (jobs, logs, models, data)
@@ -28,6 +29,7 @@ class LocalState:
         self.pids_file = self.root / "pids.json"
         self.nodes_file = self.run_dir / "nodes.json"
         self.url_file = self.root / "redis_url"
+        self.api_file = self.root / "api.json"
         self.redis_conf = self.root / "redis.conf"
         self.redis_dir = self.root / "redis"
         self.shared = self.root / "shared"
@@ -60,6 +62,13 @@ class LocalState:
     def save_url(self, url: str) -> None:
         self._private(self.url_file, url + "\n")
 
+    def save_api(self, url: str, token: str) -> None:
+        self._private(self.api_file, json.dumps({"url": url, "token": token}))
+
+    def api(self) -> dict | None:
+        """{"url", "token"} of the cluster's API, if it serves one."""
+        return json.loads(self.api_file.read_text()) if self.api_file.exists() else None
+
     def save_redis_conf(self, text: str) -> None:
         self._private(self.redis_conf, text)
 
@@ -70,6 +79,7 @@ class LocalState:
         """The cluster is stopped: forget its processes and its URL (its data stays)."""
         self.pids_file.unlink(missing_ok=True)
         self.url_file.unlink(missing_ok=True)
+        self.api_file.unlink(missing_ok=True)
 
     @staticmethod
     def _private(path: Path, text: str) -> None:

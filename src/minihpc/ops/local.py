@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import redis
 
+from minihpc.client.access import USER_NAME, create_token
 from minihpc.core.config import shared_layout
 from minihpc.core.errors import UsageError
 from minihpc.machine import ports
@@ -98,8 +99,9 @@ def _apt_install(package: str) -> None:
             POLICY_RC.unlink(missing_ok=True)
 
 
-def up(state_dir: Path, workers: int, port: int, log=print) -> str:
-    """Start the local cluster and return its Redis URL (with the generated password)."""
+def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None) -> str:
+    """Start the local cluster and return its Redis URL (with the generated password); with
+    ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`)."""
     if workers < 0:
         raise UsageError(f"--workers must be 0 or more, got {workers}")
     state = LocalState(state_dir)
@@ -111,6 +113,8 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
     server = find_redis_server(log)
     if ports.in_use(port):
         raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --port")
+    if api_port and ports.in_use(api_port):
+        raise UsageError(f"port {api_port} on 127.0.0.1 is already in use; choose another with --api-port (0: no API)")
     layout = shared_layout(state.shared, "local")
     for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
         path.mkdir(parents=True, exist_ok=True)
@@ -139,11 +143,36 @@ def up(state_dir: Path, workers: int, port: int, log=print) -> str:
     )
     for name in names:
         pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env)
+    if api_port:
+        pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"), env)
     state.save_pids(pids)
     state.save_url(url)
     _wait_for_nodes(store, names, state)
     log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
+    if api_port:
+        start_api(store, state, api_port, log)
     return url
+
+
+API_START = 30.0
+"""Seconds ``up`` waits for the API to answer."""
+
+
+def start_api(store: Store, state: LocalState, port: int, log=print) -> None:
+    """Wait for the API, make an admin token for the user who started the cluster, and say
+    where the page is; the token is kept in STATE_DIR/api.json (mode 0600)."""
+    deadline = time.time() + API_START
+    while not ports.in_use(port):
+        if time.time() > deadline or not psutil.pid_exists(state.pids()["api"]):
+            down(state.root)
+            raise UsageError(f"the API did not start on port {port}; see {state.log('api')}")
+        time.sleep(0.1)
+    user = os.environ.get("USER") or "admin"
+    token = create_token(store, user if USER_NAME.fullmatch(user) else "admin", admin=True)
+    url = f"http://127.0.0.1:{port}/"
+    state.save_api(url, token)
+    log(f"web page and REST API: {url} (admin token for {user} in {state.api_file}; "
+        f"more with 'minihpc token create USER')")
 
 
 def _wait_for_redis(url: str, pids: dict[str, int], state: LocalState) -> redis.Redis:
