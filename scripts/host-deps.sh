@@ -2,8 +2,9 @@
 # Install the programs a make target needs on this machine, from Debian's packages:
 #   host-deps.sh venv   python3's venv and ensurepip (make venv)
 #   host-deps.sh test   + redis-server (integration suite), promtool and prometheus (alert-rule
-#                       and dashboard-query tests), curl; with a Docker engine also the Compose
-#                       tool and mmdebstrap (e2e suite, image build without a registry)
+#                       and dashboard-query tests), curl, chromium and chromium-driver (the web
+#                       page's browser test); with a Docker engine also the Compose tool and
+#                       mmdebstrap (e2e suite, image build without a registry)
 #   host-deps.sh local  + redis-server (minihpc up --local)
 # As root with apt-get it installs what is missing; otherwise it stops with one line naming
 # the exact command to run. Nothing is installed when everything is already there.
@@ -21,6 +22,8 @@ test)
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
     command -v curl >/dev/null || need+=(curl)
+    command -v chromium >/dev/null || need+=(chromium)
+    command -v chromedriver >/dev/null || need+=(chromium-driver)
     if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
         docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || need+=(docker-compose)
         command -v mmdebstrap >/dev/null || command -v debootstrap >/dev/null || need+=(mmdebstrap)
