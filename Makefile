@@ -28,7 +28,7 @@ demo: venv ## Build, start the cluster, train MNIST with DDP on 3 nodes, validat
 	@COMPOSE="$(COMPOSE)" bash scripts/demo.sh
 
 ##@ Cluster (Docker Compose)
-.PHONY: build up down status clean
+.PHONY: build up down status clean token
 build: ## Build every image; works without a registry (bootstraps a Debian base).
 	@bash scripts/build-images.sh
 
@@ -50,6 +50,10 @@ clean: ## Stop the cluster and DELETE its volumes (jobs, data, models, logs); re
 	@if [ -n "$(COMPOSE)" ]; then $(COMPOSE) down --volumes --remove-orphans; fi
 	rm -rf $(VENV) .pytest_cache bench/results src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+token: ## An API token for the REST API and web page: make token [USER=name] [ADMIN=1] (printed once).
+	$(NEED_COMPOSE)
+	@$(COMPOSE) exec -T master-node minihpc token create $(or $(USER),$(shell id -un)) $(if $(ADMIN),--admin)
 
 ##@ Jobs
 .PHONY: submit queue logs cancel history prepare-data validate-model
@@ -145,7 +149,7 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-e2e bench bench-recovery lock
+.PHONY: venv test test-unit test-integration test-e2e bench bench-api bench-recovery lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@bash scripts/venv.sh
@@ -167,7 +171,11 @@ test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 
 bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, then recovery drills.
 	@$(PY) scripts/bench.py
+	@$(PY) scripts/bench_api.py
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
+
+bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
+	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
 
 bench-recovery: venv ## Only the recovery benchmark: DRILLS (10) each of stop and kill, p50/p95/max.
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))

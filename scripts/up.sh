@@ -64,3 +64,5 @@ if grafana_enabled; then
 else
     echo "    Grafana:    left out (no registry to pull it from here); Prometheus has every metric"
 fi
+api_port=$(env_get MINIHPC_API_PORT)
+echo "==> web page and REST API: http://127.0.0.1:${api_port:-8080}/ (a token for it: make token USER=$(id -un))"

@@ -47,6 +47,7 @@ class ComposeCluster:
             REDIS_PORT=str(free_port()),
             PROMETHEUS_PORT=str(free_port()),
             GRAFANA_PORT=str(free_port()),
+            MINIHPC_API_PORT=str(free_port()),
         )
         self.env.pop("MINIHPC_REDIS_URL", None)
         self.compose = compose_command()

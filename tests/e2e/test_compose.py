@@ -10,7 +10,7 @@ NODES = {"master-node", "worker-node-1", "worker-node-2"}
 
 def test_every_service_becomes_healthy(compose_cluster):
     health = compose_cluster.healthy()
-    assert {"redis", "prometheus", *NODES} <= set(health)
+    assert {"redis", "prometheus", "api", *NODES} <= set(health)
     assert set(health.values()) == {"healthy"}, health
 
 
@@ -96,3 +96,26 @@ def test_mnist_trains_across_three_containers_and_its_checkpoints_survive_down_u
     assert idle.show(job_id)["state"] == "COMPLETED"  # Redis's AOF survived too
     again = float(re.search(r"test accuracy ([\d.]+)", idle.make("validate-model", f"ID={job_id}").stdout)[1])
     assert again == accuracy
+
+
+def test_the_api_serves_the_page_and_runs_a_job_across_the_containers(idle):
+    """`make up` serves the web page and REST API on 127.0.0.1; a token from `make token` submits
+    a 3-node job whose log stream ends with its final state."""
+    import httpx
+
+    url = f"http://127.0.0.1:{idle.env['MINIHPC_API_PORT']}"
+    assert httpx.get(f"{url}/health", timeout=10).json()["nodes_up"] == 3
+    assert "<title>minihpc" in httpx.get(url, timeout=10).text
+    assert httpx.get(f"{url}/jobs", timeout=10).status_code == 401
+    token = idle.make("token", "USER=e2e").stdout.strip().splitlines()[-1]
+    auth = {"Authorization": f"Bearer {token}"}
+    with open("jobs/hello.py") as fh:
+        r = httpx.post(f"{url}/jobs", json={"script": fh.read(), "script_name": "hello.py", "nodes": 3},
+                       headers=auth, timeout=30)
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    with httpx.stream("GET", f"{url}/jobs/{job_id}/logs/stream", headers=auth, timeout=180) as stream:
+        text = "".join(stream.iter_text())
+    assert text.count("all-reduce sum 6, expected 6") == 3, text
+    assert '"state":"COMPLETED"' in text.split("event: end")[-1], text
+    assert idle.show(job_id)["user"] == "e2e"
