@@ -204,6 +204,9 @@ def test_log_stream_delivers_every_line_in_order_and_resumes(api, cluster, idle_
     summary = api.call("GET", f"/jobs/{job_id}/summary", api.admin).json()
     assert (summary["step"], summary["total"], summary["percent"]) == (40, 40, 100.0)
     assert summary["loss_history"][-1] == [40, 1 / 40] and summary["attempt_marks"]["1"]["last"]["step"] == 40
+    report = api.call("GET", f"/jobs/{job_id}/report", api.admin).json()
+    assert [40, 1 / 40] in report["loss"]["attempt 1"] and report["throughput"]["samples/s"][-1][1] == 100.0
+    assert [a[0] for a in report["attempts"]] == ["attempt 1"]
 
 
 def test_events_stream_job_changes_and_summaries_while_running(api, idle_cluster, tmp_path):

@@ -97,9 +97,13 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
         assert f"{node}: rank" in log and "line 30 of 30" in log, log[-500:]
     assert idle_cluster.cli("logs", job_id, "--node", "worker-node-2").stdout.splitlines()[-2].split(" ", 2)[-1] in log
     wait_until(lambda: attr(browser, "#job-state", "data-state") == "CD", 15, message="the job state CD")
+    wait_until(lambda: attr(browser, '#job-charts svg.chart polyline[data-series="attempt 1"]', "points"), 15,
+               message="the report's loss chart")
     assert "COMPLETED" in text(browser, "#log-state")
+    browser.set_window_size(1280, 2000)  # the whole job page: fields, progress, report charts, log
     time.sleep(0.5)
     browser.save_screenshot(str(ARTIFACTS / "web-job.png"))
+    browser.set_window_size(1280, 1000)
     assert browser.execute_script("return window.notReloaded") is True, "the page reloaded"
 
     held = tmp_path / "never"

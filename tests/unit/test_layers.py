@@ -25,7 +25,7 @@ LAYERS = {
     "client": {"state", "machine", "core"},
     "ops": {"client", "restart", "metrics", "state", "machine", "core", "job"},
     "validate": {"client", "ops", "state", "machine", "core", "job"},
-    "api": {"client", "state", "core"},
+    "api": {"client", "ops", "state", "core"},
     "cli": {"api", "client", "ops", "validate", "master", "node", "restart", "metrics", "state", "machine", "core", "job"},
 }
 """Each layer and the layers it may import (besides itself and the top-level ``minihpc``)."""

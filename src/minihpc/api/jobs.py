@@ -20,6 +20,7 @@ from minihpc.client.logs import log_files
 from minihpc.client.submit import SPOOL_WORKDIR, STDIN, submit
 from minihpc.client.summary import job_summary, running_summaries
 from minihpc.core.errors import UsageError
+from minihpc.ops import job_report
 
 router = APIRouter(tags=["jobs"])
 
@@ -128,6 +129,13 @@ def get_job(request: Request, job_id: str, who: Principal = Depends(principal)):
 def get_summary(request: Request, job_id: str, who: Principal = Depends(principal)):
     store = request.app.state.store
     return job_summary(store, store.get_job(client_jobs.parse_job_id(job_id)))
+
+
+@router.get("/jobs/{job_id}/report")
+def get_report(request: Request, job_id: str, who: Principal = Depends(principal)):
+    """The data of ``minihpc report``'s charts: loss by attempt, samples/s, step time per rank
+    and phase, attempts and incidents."""
+    return job_report.job_charts(request.app.state.store, client_jobs.parse_job_id(job_id))
 
 
 @router.get("/jobs/{job_id}/logs")

@@ -53,23 +53,40 @@ PLOTS = ("loss.png", "throughput.png", "step_time.png", "timeline.png")
 """The PNGs :func:`write` makes."""
 
 
+def charts(job, series: list[dict], incidents: list[dict]) -> dict:
+    """What the report's charts show, as data (the PNGs here, the web page's job view):
+    loss by attempt, rank 0's samples/s over seconds since the first report, mean step time
+    per rank and phase, each attempt's span and the incidents around them (seconds, absolute)."""
+    start = min((float(e["at"]) for e in series), default=job.started_at or 0.0)
+    spans = attempt_spans(series)
+    end = max((b for _, _, b in spans), default=start)
+    near = [i for i in incidents
+            if i["kind"] in INCIDENT_KINDS and start - 5 <= i["at"] <= end + 5
+            and (i.get("job") == job.id or i.get("node") in job.nodes)]
+    return {
+        "start": start,
+        "loss": loss_by_attempt(series),
+        "throughput": {"samples/s": [(float(e["at"]) - start, float(e["samples_per_second"]))
+                                     for e in series if _rank(e) == 0 and "samples_per_second" in e]},
+        "step_time": phases_by_rank(series),
+        "attempts": spans,
+        "incidents": sorted((i["at"], f"{i['kind']} {i.get('node') or ''}".strip()) for i in near),
+    }
+
+
+def job_charts(store: Store, job_id: int) -> dict:
+    job = store.get_job(job_id)
+    return charts(job, store.series(job_id), store.incidents(1000))
+
+
 def write(store: Store, job_id: int, out: Path) -> Path:
     job = store.get_job(job_id)
     series = store.series(job_id)
     out.mkdir(parents=True, exist_ok=True)
-    losses = loss_by_attempt(series)
-    start = min((float(e["at"]) for e in series), default=job.started_at or 0.0)
-    throughput = {"samples/s": [(float(e["at"]) - start, float(e["samples_per_second"]))
-                                for e in series if _rank(e) == 0 and "samples_per_second" in e]}
-    phases = phases_by_rank(series)
-    spans = attempt_spans(series)
-    end = max((b for _, _, b in spans), default=start)
-    incidents = [i for i in store.incidents(1000)
-                 if i["kind"] in INCIDENT_KINDS and start - 5 <= i["at"] <= end + 5
-                 and (i.get("job") == job_id or i.get("node") in job.nodes)]
-    marks = sorted((i["at"], f"{i['kind']} {i.get('node') or ''}".strip()) for i in incidents)
+    data = charts(job, series, store.incidents(1000))
+    start, throughput, phases, spans, marks = (data[k] for k in ("start", "throughput", "step_time", "attempts", "incidents"))
 
-    plot.line_chart(out / "loss.png", f"job {job_id} {job.name}: training loss", losses, "step", "loss")
+    plot.line_chart(out / "loss.png", f"job {job_id} {job.name}: training loss", data["loss"], "step", "loss")
     plot.line_chart(out / "throughput.png", f"job {job_id}: throughput", throughput, "seconds", "samples/s")
     plot.stacked_bars(out / "step_time.png", f"job {job_id}: mean step time per rank", phases, "seconds per step")
     plot.timeline(out / "timeline.png", f"job {job_id}: attempts and incidents", spans, marks)

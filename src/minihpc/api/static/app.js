@@ -488,12 +488,14 @@ function renderJobSummary(s) {
 async function loadJob(id) {
   const n = (ui.seq.job = (ui.seq.job || 0) + 1);
   try {
-    const [job, summary] = await Promise.all([api(`/jobs/${id}`),
-      api(`/jobs/${id}/summary`).catch((e) => { if (e.status === 401) throw e; return null; })]);
+    const optional = (path) => api(path).catch((e) => { if (e.status === 401) throw e; return null; });
+    const [job, summary, report] = await Promise.all([api(`/jobs/${id}`), optional(`/jobs/${id}/summary`),
+      optional(`/jobs/${id}/report`)]);
     if (n !== ui.seq.job || ui.jobId !== id) return job;
     $('job-error').hidden = true;
     renderJob(job);
     renderJobSummary(summary);
+    renderReportCharts($('job-charts'), report);
     if (ui.errorFromLoad) showError('');
     return job;
   } catch (e) {
@@ -546,7 +548,7 @@ async function showJob(id) {
   $('overview-view').hidden = true; $('job-view').hidden = false;
   $('job-title').textContent = `Job ${id}`;
   setJobState('', '');
-  for (const k of ['log-state', 'log', 'job-fields', 'job-summary', 'timeline', 'job-incidents']) $(k).replaceChildren();
+  for (const k of ['log-state', 'log', 'job-fields', 'job-summary', 'timeline', 'job-incidents', 'job-charts']) $(k).replaceChildren();
   $('log-state').dataset.state = ''; $('job-error').hidden = true;
   ui.logBuf = []; ui.logLines = 0;
   await loadJob(id);
