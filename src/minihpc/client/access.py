@@ -3,7 +3,9 @@
 A user is named by an API token (``minihpc token create USER``; the REST API's bearer token,
 the CLI's ``MINIHPC_TOKEN``), or, for the CLI without a token, by the login it runs under.
 A user owns the jobs they submit; only the owner or an admin may cancel, delete or purge
-them, and only an admin drains or resumes nodes. As in Slurm, root is an admin.
+them, and only an admin drains or resumes nodes. As in Slurm, where root and SlurmUser are
+operators, root and the cluster's service account (``minihpc``, the user the node images and
+hosts run the daemons as) are admins on the CLI.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from minihpc.core.models import Job
 from minihpc.state.store import Store
 
 TOKEN_PREFIX = "mhpc_"
+SERVICE_USER = "minihpc"
+"""The cluster's own account (Dockerfile, Ansible hosts): an admin on the CLI, like SlurmUser."""
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 """A user name as useradd takes it."""
 
@@ -46,11 +50,13 @@ def from_token(store: Store, token: str | None) -> Principal:
 
 
 def for_cli(store: Store) -> Principal:
-    """The CLI's user: MINIHPC_TOKEN's if set, else the login it runs under (root is an admin)."""
+    """The CLI's user: MINIHPC_TOKEN's if set, else the login it runs under (root and the
+    service account are admins)."""
     token = os.environ.get("MINIHPC_TOKEN")
     if token:
         return from_token(store, token)
-    return Principal(getpass.getuser(), os.geteuid() == 0)
+    login = getpass.getuser()
+    return Principal(login, os.geteuid() == 0 or login == SERVICE_USER)
 
 
 def may_change(who: Principal, job: Job) -> None:
