@@ -8,8 +8,9 @@ import urllib.request
 from tests.conftest import wait_until
 
 
-def test_a_script_on_stdin_runs_under_its_given_name(idle_cluster):
-    text = "import os\nprint('from stdin on', os.environ['MINIHPC_NODE'])\n"
+def test_a_script_on_stdin_runs_under_its_given_name_without_the_daemons_credentials(idle_cluster):
+    text = ("import os\nprint('from stdin on', os.environ['MINIHPC_NODE'])\n"
+            "print('credentials:', sorted(k for k in os.environ if 'REDIS' in k or 'TOKEN' in k))\n")
     out = idle_cluster.cli("submit", "--parsable", "-N", 2, "--script-name", "piped.py", "-", input=text)
     job_id = int(out.stdout)
     job = idle_cluster.wait(job_id)
@@ -17,6 +18,7 @@ def test_a_script_on_stdin_runs_under_its_given_name(idle_cluster):
     assert job["name"] == "piped.py" and job["script"].endswith("/piped.py")
     logs = idle_cluster.cli("logs", job_id).stdout
     assert logs.count("from stdin on") == 2
+    assert logs.count("credentials: []") == 2, "the agents' MINIHPC_REDIS_URL stays out of a job's environment"
 
 
 def test_an_empty_stdin_script_is_refused(idle_cluster):

@@ -33,6 +33,15 @@ def test_job_environment_has_minihpc_and_slurm_names():
     assert env["PATH"] == "/bin"
 
 
+def test_a_job_gets_no_credentials_of_the_daemons():
+    """Jobs are untrusted: the agent's Redis URL (with the password) and API token stay with it."""
+    base = {"PATH": "/bin", "MINIHPC_REDIS_URL": "redis://:secret@redis:6379/0", "MINIHPC_TOKEN": "mhpc_x",
+            "REDISCLI_AUTH": "secret", "HOME": "/home/minihpc"}
+    env = job_env(spec(), 29555, base)
+    assert "secret" not in repr(env) and "mhpc_x" not in repr(env)
+    assert env["HOME"] == "/home/minihpc"
+
+
 def test_payload_round_trip():
     s = spec()
     assert LaunchSpec.from_payload(s.to_payload()) == s

@@ -71,10 +71,14 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
     ]
 
 
+SECRET_ENV = ("MINIHPC_REDIS_URL", "MINIHPC_TOKEN", "REDIS_PASSWORD", "REDISCLI_AUTH", "GRAFANA_ADMIN_PASSWORD")
+"""The daemons' credentials: never in a job's environment (jobs are untrusted code)."""
+
+
 def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[str, str]:
     """The environment of the job's ranks (torchrun adds RANK, LOCAL_RANK, WORLD_SIZE,
-    MASTER_ADDR and MASTER_PORT per rank)."""
-    env = dict(base)
+    MASTER_ADDR and MASTER_PORT per rank): the agent's, less its credentials."""
+    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
     hostlist = compress_hostlist(spec.nodes)
     env.update(
         {
