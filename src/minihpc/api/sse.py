@@ -1,5 +1,5 @@
-"""Server-Sent Events as pure functions: framing an event, a log stream's resumable cursor,
-and cutting a log's new bytes into whole lines."""
+"""Server-Sent Events as pure functions: framing an event, and a log stream's resumable
+cursor (reading the logs is :mod:`minihpc.client.logs`'s)."""
 
 from __future__ import annotations
 
@@ -31,25 +31,3 @@ def decode_cursor(text: str | None) -> dict[str, int]:
         return {node: int(offset) for node, offset in parse_qsl(text, strict_parsing=True) if int(offset) >= 0}
     except ValueError:
         return {}
-
-
-def whole_lines(data: bytes, final: bool = False) -> tuple[list[bytes], int]:
-    """The complete lines in ``data`` (without their newline) and how many bytes they used; a
-    partial last line waits for its end unless ``final`` (the job is over)."""
-    lines = data.split(b"\n")
-    rest = lines.pop()
-    used = len(data) - len(rest)
-    if final and rest:
-        lines.append(rest)
-        used = len(data)
-    return lines, used
-
-
-def tail_lines(text: str, count: int | None) -> str:
-    """The last ``count`` lines of ``text`` (all of it for None)."""
-    if count is None:
-        return text
-    if count <= 0:
-        return ""
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[-count:])

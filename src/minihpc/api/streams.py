@@ -16,7 +16,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import anyio
 import redis
@@ -24,7 +23,8 @@ import redis.asyncio
 
 from minihpc.api import sse
 from minihpc.client import jobs as client_jobs
-from minihpc.client.logs import log_files
+from minihpc.client.logs import SETTLE, LogFollower, settled
+from minihpc.core.errors import NotFound
 from minihpc.core.models import Job
 from minihpc.core.outcome import format_exit
 from minihpc.state import keys
@@ -61,10 +61,11 @@ class Hub:
             self.queues.discard(queue)
 
     def broadcast(self, event: dict) -> None:
+        """A copy of ``event`` to every client (each may change its own)."""
         for queue in list(self.queues):
             if queue.full():  # a client too slow to read: it loses the oldest, not the server
                 queue.get_nowait()
-            queue.put_nowait(event)
+            queue.put_nowait(dict(event))
 
     async def run(self) -> None:
         await asyncio.gather(self._listen(), self._watch_nodes())
@@ -79,9 +80,13 @@ class Hub:
                         if message.get("type") != "message":
                             continue
                         try:
-                            self.broadcast(json.loads(message["data"]))
+                            event = json.loads(message["data"])
                         except (TypeError, ValueError):
-                            log.warning("api: skipped a live message that is not JSON")
+                            event = None
+                        if isinstance(event, dict) and isinstance(event.get("type"), str):
+                            self.broadcast(event)
+                        else:
+                            log.warning("api: skipped a live message that is not a JSON event")
             except (redis.RedisError, OSError) as exc:
                 log.warning("api: live channel lost (%s); resubscribing", exc)
                 self.broadcast({"type": "resync"})  # streams re-read what they show
@@ -125,79 +130,65 @@ def job_state(job: Job) -> dict:
             "exit": format_exit(job.exit_code, job.signal), "reason": job.reason}
 
 
-class LogFollower:
-    """A job's log files, read on from a cursor (byte offsets per node), in whole lines."""
-
-    def __init__(self, store: Store, job: Job, node: str | None, cursor: dict[str, int]):
-        self.store, self.node = store, node
-        self.offsets = dict(cursor)
-        self.files: list[tuple[str, Path]] = []
-        self.many = False
-        self.refresh(job)
-
-    def refresh(self, job: Job) -> None:
-        """The job's nodes may change (a requeued job runs elsewhere)."""
-        self.files = log_files(self.store, job, self.node)
-        self.many = len(job.nodes) > 1
-
-    def read(self, final: bool = False) -> list[tuple[str, str, str]]:
-        """[(node, line, cursor after it)] of whole new lines, node by node."""
-        out = []
-        for name, path in self.files:
-            start = self.offsets.get(name, 0)
-            try:
-                if path.stat().st_size <= start:
-                    continue
-                with path.open("rb") as fh:
-                    fh.seek(start)
-                    data = fh.read()
-            except FileNotFoundError:
-                continue
-            lines, _ = sse.whole_lines(data, final)
-            offset = start
-            for line in lines:
-                offset += len(line) + 1
-                self.offsets[name] = min(offset, start + len(data))
-                out.append((name, line.decode(errors="replace"), sse.encode_cursor(self.offsets)))
-        return out
-
-
 async def job_log(store: Store, hub: Hub, job: Job, node: str | None, cursor: dict[str, int]) -> AsyncIterator[bytes]:
     """The ``/jobs/{id}/logs/stream`` stream: every line of every node's log as it is written,
-    a ``state`` event when the job changes, and ``end`` with its final state."""
-    follower = LogFollower(store, job, node, cursor)
+    a ``state`` event when the job changes, and ``end`` with its final state. File reads and
+    Redis calls run in worker threads: a slow disk or Redis never stalls the other streams."""
+    follower = await anyio.to_thread.run_sync(LogFollower, store, job, node, cursor)
     shown = job_state(job)
     with hub.subscribe() as queue:
         yield b"retry: 1000\n\n"
         yield sse.frame("state", shown)
         last_look, last_sent = 0.0, time.monotonic()  # look at once: it may have ended meanwhile
         while True:
-            for name, line, event_id in follower.read():
-                yield sse.frame("line", {"node": name, "line": line}, event_id)
+            for name, line, offsets in await anyio.to_thread.run_sync(follower.read):
+                yield sse.frame("line", {"node": name, "line": line}, sse.encode_cursor(offsets))
                 last_sent = time.monotonic()
             changed = False
             while not queue.empty():
                 event = queue.get_nowait()
                 changed |= event.get("type") == "resync" or (event.get("type") == "job" and event.get("id") == job.id)
+            over = False
             if changed or time.monotonic() - last_look >= RECHECK:
                 last_look = time.monotonic()
                 try:
-                    job = await anyio.to_thread.run_sync(store.get_job, job.id)
-                    over = await anyio.to_thread.run_sync(client_jobs.ended_for_good, store, job)
+                    job, over = await anyio.to_thread.run_sync(_look, store, follower, job.id)
                 except REDIS_ERRORS:
-                    over = False
+                    pass  # Redis is away: keep streaming the files, look again later
+                except NotFound:  # the job was deleted meanwhile
+                    yield sse.frame("end", dict(shown, reason="deleted"))
+                    return
                 else:
-                    follower.refresh(job)
                     if job_state(job) != shown:
                         shown = job_state(job)
                         yield sse.frame("state", shown)
-                if over:
-                    await asyncio.sleep(0.3)  # the agents' last writes
-                    for name, line, event_id in follower.read(final=True):
-                        yield sse.frame("line", {"node": name, "line": line}, event_id)
-                    yield sse.frame("end", shown)
-                    return
+            if over:
+                await _settle(store, job)
+                while batch := await anyio.to_thread.run_sync(follower.read, True):  # to every log's end
+                    for name, line, offsets in batch:
+                        yield sse.frame("line", {"node": name, "line": line}, sse.encode_cursor(offsets))
+                yield sse.frame("end", shown)
+                return
             if time.monotonic() - last_sent >= KEEPALIVE_EVERY:
                 yield sse.KEEPALIVE
                 last_sent = time.monotonic()
             await asyncio.sleep(POLL)
+
+
+def _look(store: Store, follower: LogFollower, job_id: int) -> tuple[Job, bool]:
+    """The job as it is now and whether it has ended for good; the follower learns its nodes."""
+    job = store.get_job(job_id)
+    follower.refresh(job)
+    return job, client_jobs.ended_for_good(store, job)
+
+
+async def _settle(store: Store, job: Job) -> None:
+    """client.logs.settle without holding a worker thread while it waits."""
+    deadline = time.monotonic() + SETTLE
+    while time.monotonic() < deadline:
+        try:
+            if settled(job, set(await anyio.to_thread.run_sync(store.job_results, job.id, job.attempts))):
+                return
+        except REDIS_ERRORS:
+            return
+        await asyncio.sleep(0.1)

@@ -17,7 +17,7 @@ from minihpc.cli.display import (
 from minihpc.client import access
 from minihpc.client import jobs as client_jobs
 from minihpc.client import options
-from minihpc.client.logs import LogTail
+from minihpc.client import logs
 from minihpc.client.session import open_store
 from minihpc.client.submit import STDIN, read_script, read_stdin, submit
 from minihpc.core.config import Settings
@@ -113,33 +113,22 @@ def cmd_logs(args, settings: Settings) -> int:
     if job.state is JobState.PENDING and job.attempts == 0 and not args.follow:
         print(f"job {job_id} is pending ({job.reason}); it has no logs yet", file=sys.stderr)
         return 0
-    tail = LogTail(store, job_id, args.node)
-
-    def pump() -> None:
-        chunks = tail.read()
-        many = len(tail.nodes) > 1
-        for name, text in chunks:
-            if many and args.follow:
-                text = "".join(f"{name}: {line}" for line in text.splitlines(keepends=True))
-            elif many:
-                text = f"==> {name} <==\n{text}"
-            sys.stdout.write(text)
-        sys.stdout.flush()
-
+    files = logs.log_files(store, job, args.node)
+    many = len(files) > 1 or (args.node is None and max(len(job.nodes), job.nodes_requested) > 1)
     if not args.follow:
-        pump()
+        for name, path in files:
+            if many:
+                sys.stdout.write(f"==> {name} <==\n")
+            for data in logs.chunks(path):
+                sys.stdout.write(data.decode(errors="replace"))
+        sys.stdout.flush()
         return 0
     try:
-        while True:
-            pump()
-            job = store.get_job(job_id)
-            if client_jobs.ended_for_good(store, job):
-                time.sleep(0.3)
-                pump()
-                return 0
-            time.sleep(0.3)
+        for name, line in logs.follow(store, job_id, args.node):
+            print(f"{name}: {line}" if many else line, flush=True)
     except KeyboardInterrupt:
         return 130
+    return 0
 
 
 def cmd_wait(args, settings: Settings) -> int:
