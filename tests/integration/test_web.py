@@ -31,6 +31,7 @@ def browser():
     options.binary_location = chromium
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read at the end
     b = webdriver.Chrome(service=Service(driver), options=options)
     ARTIFACTS.mkdir(exist_ok=True)
     yield b
@@ -124,6 +125,9 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
         "on a phone the page does not scroll sideways (tables scroll inside their panels)"
     browser.save_screenshot(str(ARTIFACTS / "web-phone.png"))
     browser.set_window_size(1280, 1000)
+    console = [e["message"] for e in browser.get_log("browser")]
+    refused = [m for m in console if "Content Security Policy" in m or "Uncaught" in m]
+    assert not refused, "the page runs under its CSP with no script errors: " + "; ".join(refused)
 
 
 def _alert(browser):

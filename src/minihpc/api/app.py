@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 
 from minihpc import __version__
 from minihpc.api import cluster, jobs
+from minihpc.api.guard import Guard
 from minihpc.api.streams import Hub
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
 from minihpc.state.connect import REDIS_ERRORS
@@ -51,11 +52,14 @@ def create_app(url: str, store: Store) -> FastAPI:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    app = FastAPI(title="minihpc", version=__version__, lifespan=lifespan,
+    # /openapi.json describes the API; no /docs: Swagger UI's files come from a CDN, which an
+    # offline cluster cannot reach and the page's Content-Security-Policy would refuse anyway.
+    app = FastAPI(title="minihpc", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="The minihpc cluster's REST API: jobs, logs, nodes and incidents. "
                               "Every route but /health needs `Authorization: Bearer TOKEN` "
                               "(minihpc token create USER).")
     app.state.store, app.state.hub = store, hub
+    app.add_middleware(Guard)
 
     @app.exception_handler(MinihpcError)
     async def minihpc_error(request: Request, exc: MinihpcError):

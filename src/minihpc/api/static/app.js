@@ -1,152 +1,13 @@
-// minihpc status page: plain DOM, no framework. Server text always goes in via
-// textContent / Text nodes (el() appends strings as Text nodes), never innerHTML.
+// minihpc status page: plain DOM, no framework. State, the API and SSE transport, the overview
+// (queue, running, nodes, incidents, submit, actions), routing and start-up. Loaded last, after
+// charts.js, format.js, dom.js and jobpage.js. Server text always goes in via textContent / Text
+// nodes (el() appends strings as Text nodes), never innerHTML.
 'use strict';
 
 const TOKEN_KEY = 'minihpc.token';
 const REFRESH_MS = 3000;
 const DEBOUNCE_MS = 300;
-const LOG_MAX_LINES = 5000;
 const ACTIVE = new Set(['PD', 'R']);
-
-// ---------- pure format helpers ----------
-const pad2 = (n) => String(n).padStart(2, '0');
-const fmtLimit = (s) => (s == null ? 'UNLIMITED' : fmtElapsed(s));  // time limit, like Slurm
-const fmtNum = (x, digits = 1) => (x == null || !isFinite(x) ? '-' : Number(x).toFixed(digits));
-
-function fmtElapsed(seconds) {  // squeue TIME: M:SS, H:MM:SS, D-HH:MM:SS
-  const t = Math.max(0, Math.floor(Number(seconds) || 0));
-  const d = Math.floor(t / 86400), h = Math.floor((t % 86400) / 3600);
-  const m = Math.floor((t % 3600) / 60), s = t % 60;
-  if (d) return `${d}-${pad2(h)}:${pad2(m)}:${pad2(s)}`;
-  return h ? `${h}:${pad2(m)}:${pad2(s)}` : `${m}:${pad2(s)}`;
-}
-
-function fmtBytes(bytes) {  // binary units: 8 GiB, 15.5 GiB, 512 MiB
-  if (bytes == null || !isFinite(bytes)) return '-';
-  for (const [unit, size] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]]) {
-    const v = bytes / size;
-    if (v >= 1) return `${v >= 100 ? Math.round(v) : Number(v.toFixed(1))} ${unit}`;
-  }
-  return `${bytes} B`;
-}
-
-function fmtEta(seconds) {  // 45s, 3m 05s, 2h 07m, 1d 04h
-  if (seconds == null || !isFinite(seconds)) return '-';
-  const t = Math.max(0, Math.round(seconds));
-  if (t < 60) return `${t}s`;
-  if (t < 3600) return `${Math.floor(t / 60)}m ${pad2(t % 60)}s`;
-  if (t < 86400) return `${Math.floor(t / 3600)}h ${pad2(Math.floor((t % 3600) / 60))}m`;
-  return `${Math.floor(t / 86400)}d ${pad2(Math.floor((t % 86400) / 3600))}h`;
-}
-
-function fmtAge(seconds) {  // heartbeat age: 0.4s ago, 2m 05s ago, 3h ago
-  if (seconds == null || !isFinite(seconds)) return '-';
-  const s = Math.max(0, seconds);
-  if (s < 60) return `${s.toFixed(1)}s ago`;
-  return s < 3600 ? `${Math.floor(s / 60)}m ${pad2(Math.floor(s % 60))}s ago` : `${Math.floor(s / 3600)}h ago`;
-}
-
-function fmtClock(unix) {  // unix seconds to local HH:MM:SS
-  if (unix == null) return '-';
-  const d = new Date(unix * 1000);
-  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
-}
-
-function fmtDateTime(unix) {  // local YYYY-MM-DD HH:MM:SS
-  if (unix == null) return '-';
-  const d = new Date(unix * 1000);
-  return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${fmtClock(unix)}`;
-}
-
-function fmtLoss(x) {
-  if (x == null || !isFinite(x)) return '-';
-  return Math.abs(x) > 0 && Math.abs(x) < 1e-3 ? x.toExponential(2) : String(Number(x.toPrecision(4)));
-}
-
-function percentOf(sum) {  // summary percent, else step/total, else null
-  const p = sum.percent ?? (sum.step != null && sum.total ? (100 * sum.step) / sum.total : null);
-  return p == null ? null : Math.max(0, Math.min(100, p));
-}
-
-function sparkPoints(history, w, h, pad = 2) {  // SVG polyline points for [[step, loss], ...] in w x h
-  const pts = (history || []).filter((p) => p && isFinite(p[0]) && isFinite(p[1]));
-  if (pts.length < 2) return '';
-  const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
-  const sx = (x) => (x1 > x0 ? pad + ((x - x0) / (x1 - x0)) * (w - 2 * pad) : w / 2);
-  const sy = (y) => (y1 > y0 ? pad + (1 - (y - y0) / (y1 - y0)) * (h - 2 * pad) : h / 2);
-  return pts.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ');
-}
-
-// split an args string on whitespace, honouring '...' and "..." quotes
-const splitArgs = (text) => [...(text || '').matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]);
-
-// incremental text/event-stream parser; st.lastId persists across reconnects, st.done stops it
-function sseParser(st, onEvent) {
-  let buf = '', type = '', data = [];
-  function line(l) {
-    if (l === '') {
-      if (data.length) onEvent({ type: type || 'message', data: data.join('\n'), id: st.lastId });
-      type = ''; data = [];
-      return;
-    }
-    if (l[0] === ':') return;
-    const i = l.indexOf(':');
-    const field = i < 0 ? l : l.slice(0, i);
-    let value = i < 0 ? '' : l.slice(i + 1);
-    if (value[0] === ' ') value = value.slice(1);
-    if (field === 'event') type = value;
-    else if (field === 'data') data.push(value);
-    else if (field === 'id' && !value.includes('\0')) st.lastId = value;
-  }
-  return function feed(chunk) {
-    let text = buf + chunk, hold = '';
-    if (text.endsWith('\r')) { hold = '\r'; text = text.slice(0, -1); }  // maybe half of \r\n
-    const lines = text.split(/\r\n|\r|\n/);
-    buf = lines.pop() + hold;
-    for (const l of lines) { line(l); if (st.done) return; }
-  };
-}
-
-// ---------- DOM helpers ----------
-const $ = (id) => document.getElementById(id);
-
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v == null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const kid of kids.flat()) if (kid != null) e.append(kid);  // strings become Text nodes
-  return e;
-}
-
-function svg(tag, attrs = {}, ...kids) {
-  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
-  for (const [k, v] of Object.entries(attrs)) if (v != null) e.setAttribute(k, String(v));
-  for (const kid of kids) if (kid != null) e.append(kid);
-  return e;
-}
-
-const jobLink = (id, text) => el('a', { href: `#/jobs/${Number(id)}` }, text ?? String(id));
-
-function progressBar(pct) {
-  const bar = el('div', { class: 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100 });
-  const fill = el('div', { class: 'fill' });
-  if (pct != null) { bar.setAttribute('aria-valuenow', pct.toFixed(1)); fill.style.width = `${pct}%`; }
-  bar.append(fill, el('span', { class: 'bar-label' }, pct == null ? '-' : `${pct.toFixed(1)}%`));
-  return bar;
-}
-
-function sparkline(history, w, h) {
-  const points = sparkPoints(history, w, h);
-  const s = svg('svg', { class: 'spark', viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img',
-    'aria-label': 'loss' });
-  if (points) s.append(svg('polyline', { points, fill: 'none' }));
-  return s;
-}
 
 // ---------- state ----------
 // view: 'overview' | 'job'; seq: per-loader request counters so stale answers are dropped
@@ -228,8 +89,6 @@ function sse(path, { onEvent, onOpen, onDown, onFatal }) {
   return ctl;
 }
 
-const parseData = (ev) => { try { return JSON.parse(ev.data); } catch { return {}; } };
-
 // ---------- header ----------
 async function loadHealth() {
   let h;
@@ -295,28 +154,11 @@ function renderNodes(data) {
   $('nodes').tBodies[0].replaceChildren(...rows);
 }
 
-function summaryStats(s) {
-  const step = s.step == null ? '-' : `${s.step}${s.total != null ? ` / ${s.total}` : ''}`;
-  return el('dl', { class: 'stats' },
-    el('dt', {}, 'step'), el('dd', { 'data-field': 'step' }, step),
-    el('dt', {}, 'loss'), el('dd', { 'data-field': 'loss' }, fmtLoss(s.loss)),
-    el('dt', {}, 'samples/s'), el('dd', { 'data-field': 'samples_per_second' }, fmtNum(s.samples_per_second)),
-    el('dt', {}, 'ETA'), el('dd', { 'data-field': 'eta' }, fmtEta(s.eta_seconds)));
-}
-
 function renderRunning(data) {
   const cards = data.summaries.map((s) => el('article', { class: 'card', 'data-job-id': s.id },
     el('h3', {}, jobLink(s.id, s.name), ' ', el('span', { class: 'muted' }, `#${s.id} · ${s.user}`)),
     progressBar(percentOf(s)), summaryStats(s), sparkline(s.loss_history, 240, 48)));
   $('running').replaceChildren(...(cards.length ? cards : [el('p', { class: 'muted' }, 'No running jobs.')]));
-}
-
-function incidentItem(i) {
-  return el('li', { 'data-kind': i.kind },
-    el('time', { datetime: new Date(i.at * 1000).toISOString() }, fmtClock(i.at)), ' ',
-    el('span', { class: 'kind' }, i.kind), ' ',
-    i.node ? el('span', { class: 'node' }, i.node) : '', ' ',
-    i.job != null ? jobLink(i.job, `job ${i.job}`) : '');
 }
 
 function renderIncidents(data) {
@@ -422,142 +264,6 @@ async function submitJob(ev) {
   }
 }
 
-// ---------- job page ----------
-function setJobState(code, state) {
-  const st = $('job-state');
-  st.textContent = code || ''; st.dataset.state = code || ''; st.title = state || '';
-  $('job-state-name').textContent = state || '';
-  $('job-cancel').hidden = !ACTIVE.has(code);
-}
-
-function renderJob(j) {
-  ui.job = j;
-  $('job-title').textContent = `Job ${j.id}: ${j.name}`;
-  setJobState(j.state_code, j.state);
-  const fields = [
-    ['state', j.state], ['exit', j.exit], ['reason', j.reason ?? 'None'], ['user', j.user],
-    ['priority', j.priority], ['nodes', j.nodes && j.nodes.length ? j.nodes.join(',') : '-'],
-    ['requested', `${j.nodes_requested} node(s) × ${j.tasks_per_node} task(s)`],
-    ['attempts', String(j.attempts)], ['requeues', String(j.requeues)],
-    ['submitted', fmtDateTime(j.submitted_at)], ['started', fmtDateTime(j.started_at)],
-    ['ended', fmtDateTime(j.ended_at)], ['elapsed', fmtElapsed(j.elapsed)], ['time limit', fmtLimit(j.time_limit)],
-    ['args', (j.args || []).join(' ') || '-'], ['dependency', (j.dependency || []).join(',') || '-'],
-    ['script', j.script_source || '-'], ['workdir', j.workdir || '-'],
-  ];
-  $('job-fields').replaceChildren(...fields.map(([k, v]) =>
-    el('div', {}, el('dt', {}, k), el('dd', { 'data-field': k.replace(' ', '_') }, v == null ? '-' : String(v)))));
-}
-
-function renderTimeline(s) {
-  const marks = Object.entries(s.attempt_marks || {})
-    .map(([n, m]) => ({ n: Number(n), first: m.first, last: m.last })).filter((m) => m.first && m.last)
-    .sort((a, b) => a.n - b.n);
-  const incidents = s.incidents || [];
-  if (!marks.length) { $('timeline').replaceChildren(el('p', { class: 'muted' }, 'No progress marks yet.')); return; }
-  const times = [...marks.flatMap((m) => [m.first.at, m.last.at]), ...incidents.map((i) => i.at)];
-  const t0 = Math.min(...times), t1 = Math.max(...times), span = t1 - t0 || 1;
-  const W = 600, L = 70, R = 10, rowH = 22, top = 16, H = top + marks.length * rowH + 22;
-  const x = (t) => L + ((t - t0) / span) * (W - L - R);
-  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'timeline-svg', role: 'img', 'aria-label': 'attempts timeline' });
-  marks.forEach((m, k) => {
-    const y = top + k * rowH;
-    g.append(svg('text', { x: 4, y: y + 14, class: 'tl-label' }, `attempt ${m.n}`));
-    g.append(svg('rect', { x: x(m.first.at), y: y + 3, width: Math.max(3, x(m.last.at) - x(m.first.at)),
-      height: rowH - 8, class: 'tl-bar', 'data-attempt': m.n }, svg('title', {}, `attempt ${m.n}: steps ` +
-      `${m.first.step}–${m.last.step}, ${fmtClock(m.first.at)}–${fmtClock(m.last.at)}`)));
-  });
-  for (const i of incidents) {
-    g.append(svg('line', { x1: x(i.at), x2: x(i.at), y1: top - 6, y2: H - 20, class: 'tl-incident',
-      'data-kind': i.kind },
-      svg('title', {}, `${fmtClock(i.at)} ${i.kind}${i.node ? ` ${i.node}` : ''}`)));
-  }
-  g.append(svg('text', { x: L, y: H - 4, class: 'tl-axis' }, fmtClock(t0)),
-    svg('text', { x: W - R, y: H - 4, class: 'tl-axis', 'text-anchor': 'end' }, fmtClock(t1)));
-  $('timeline').replaceChildren(g);
-}
-
-function renderJobSummary(s) {
-  const has = s && (s.step != null || (s.loss_history || []).length);
-  $('job-summary').replaceChildren(...(has
-    ? [progressBar(percentOf(s)), summaryStats(s), sparkline(s.loss_history, 600, 120)]
-    : [el('p', { class: 'muted' }, 'No progress reported.')]));
-  if (s) renderTimeline(s); else $('timeline').replaceChildren();
-  $('job-incidents').replaceChildren(...((s && s.incidents) || []).map(incidentItem));
-}
-
-async function loadJob(id) {
-  const n = (ui.seq.job = (ui.seq.job || 0) + 1);
-  try {
-    const optional = (path) => api(path).catch((e) => { if (e.status === 401) throw e; return null; });
-    const [job, summary, report] = await Promise.all([api(`/jobs/${id}`), optional(`/jobs/${id}/summary`),
-      optional(`/jobs/${id}/report`)]);
-    if (n !== ui.seq.job || ui.jobId !== id) return job;
-    $('job-error').hidden = true;
-    renderJob(job);
-    renderJobSummary(summary);
-    renderReportCharts($('job-charts'), report);
-    if (ui.errorFromLoad) showError('');
-    return job;
-  } catch (e) {
-    if (e.status === 404 && ui.jobId === id) { $('job-error').textContent = e.message; $('job-error').hidden = false; }
-    else if (e.status !== 401) showError(e.message, true);
-    return null;
-  }
-}
-
-function appendLog(text) {
-  ui.logBuf.push(text);
-  if (!ui.logTimer) ui.logTimer = setTimeout(flushLog, 16);
-}
-
-function flushLog() {
-  ui.logTimer = null;
-  const pre = $('log');
-  const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 40;
-  ui.logLines += ui.logBuf.length;
-  pre.append(ui.logBuf.join(''));
-  ui.logBuf = [];
-  if (ui.logLines > LOG_MAX_LINES * 1.2) {  // keep the newest lines only, trimmed in batches
-    pre.textContent = pre.textContent.split('\n').slice(-LOG_MAX_LINES - 1).join('\n');
-    ui.logLines = LOG_MAX_LINES;
-  }
-  if (atBottom) pre.scrollTop = pre.scrollHeight;
-}
-
-function onLogEvent(ev) {
-  const d = parseData(ev);
-  if (ev.type === 'line') {
-    const j = ui.job;
-    const multi = j && ((j.nodes || []).length > 1 || j.nodes_requested > 1);
-    appendLog(`${multi && d.node ? `${d.node}: ` : ''}${d.line ?? ''}\n`);
-  } else if (ev.type === 'state' || ev.type === 'end') {
-    setJobState(d.state_code, d.state);
-    loadJob(ui.jobId);  // refresh fields (attempts, nodes, exit, times)
-    if (ev.type === 'end') {
-      if (ui.logTimer) { clearTimeout(ui.logTimer); flushLog(); }  // every line is shown before the end state
-      $('log-state').textContent = `${d.state} (exit ${d.exit ?? '-'})`;
-      $('log-state').dataset.state = d.state_code || '';
-      return true;  // the stream is over: do not reconnect
-    }
-  }
-  return false;
-}
-
-async function showJob(id) {
-  ui.view = 'job'; ui.jobId = id; ui.job = null;
-  $('overview-view').hidden = true; $('job-view').hidden = false;
-  $('job-title').textContent = `Job ${id}`;
-  setJobState('', '');
-  for (const k of ['log-state', 'log', 'job-fields', 'job-summary', 'timeline', 'job-incidents', 'job-charts']) $(k).replaceChildren();
-  $('log-state').dataset.state = ''; $('job-error').hidden = true;
-  ui.logBuf = []; ui.logLines = 0;
-  await loadJob(id);
-  // no stream for a missing job (404 shown), or if the user moved on meanwhile
-  if (ui.jobId !== id || ui.view !== 'job' || !token() || !$('job-error').hidden) return;
-  ui.log = sse(`/jobs/${id}/logs/stream`,
-    { onEvent: onLogEvent, onFatal: (msg) => { $('log-state').textContent = msg; } });
-}
-
 function showOverview() {
   ui.view = 'overview'; ui.jobId = null; ui.job = null;
   $('job-view').hidden = true; $('overview-view').hidden = false;
@@ -640,8 +346,4 @@ function init() {
 
 if (typeof document !== 'undefined') {
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init); else init();
-}
-if (typeof module !== 'undefined') {
-  module.exports = { fmtElapsed, fmtLimit, fmtBytes, fmtEta, fmtAge, fmtClock, fmtLoss, percentOf, sparkPoints,
-    splitArgs, sseParser };
 }
