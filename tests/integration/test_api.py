@@ -76,7 +76,9 @@ def test_health_needs_no_token_and_everything_else_does(api):
     assert r.status_code == 401 and "not known" in r.json()["error"]
     assert api.call("GET", "/whoami", api.admin).json()["admin"] is True
     assert api.call("GET", "/openapi.json").json()["paths"]["/jobs/{job_id}/logs/stream"]
-    assert "swagger" in api.call("GET", "/docs").text.lower()
+    page = api.call("GET", "/")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
     assert api.call("GET", "/no/such/route", api.admin).json() == {"error": "no such route: /no/such/route"}
 
 
@@ -110,7 +112,8 @@ def test_a_bad_submission_is_a_400_with_the_cli_line(api, cluster, fields, messa
 @pytest.mark.parametrize("request_kwargs, message", [
     ({"content": b"not json", "headers": {"content-type": "application/json"}}, "the body is not JSON"),
     ({"json": {"nodes": 1}}, "needs a 'script' field"),
-    ({"json": {"script": "  \n"}}, "the script is empty"),
+    ({"json": {"script": "  \n"}}, "script 'script.py' is empty"),
+    ({"json": {"script": "print(1)", "script_name": ".."}}, "invalid script name '..'"),
     ({"json": {"script": "print(1)", "mem": "4G"}}, "unknown field 'mem'"),
     ({"json": {"script": "print(1)", "args": [1, 2]}}, "'args' must be a list of strings"),
     ({"files": {"nodes": (None, "1")}}, "needs a 'file' field"),
@@ -118,6 +121,18 @@ def test_a_bad_submission_is_a_400_with_the_cli_line(api, cluster, fields, messa
 def test_malformed_requests_are_one_line_400s(api, request_kwargs, message):
     r = api.call("POST", "/jobs", api.admin, **request_kwargs)
     assert r.status_code == 400 and message in r.json()["error"], r.text
+
+
+def test_a_body_over_the_cap_is_a_413_before_it_is_read(api):
+    """A script may have 1 MiB; a larger body is refused whether it says its length or not."""
+    big = b"#" * (2 << 20)
+    r = api.call("POST", "/jobs", api.admin, content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "request body is over" in r.json()["error"]
+    chunked = api.call("POST", "/jobs", api.admin, content=iter([big[:1 << 20], big[1 << 20:]]),
+                       headers={"content-type": "application/json"})
+    assert chunked.status_code == 413 and chunked.headers["x-content-type-options"] == "nosniff"
+    r = api.call("POST", "/jobs", api.admin, json={"script": "x" * ((1 << 20) + 1)})
+    assert r.status_code == 400 and "is over 1048576 bytes" in r.json()["error"]
 
 
 def test_upload_submit_owner_and_cancel_rules_match_the_cli(api, cluster, idle_cluster, tmp_path):
@@ -160,7 +175,10 @@ def test_nodes_drain_and_resume_need_an_admin(api, idle_cluster):
     assert all(n["state"] == "idle" and n["heartbeat_age"] < 5 for n in nodes)
     r = api.call("POST", "/nodes/worker-node-2/drain", user, json={"reason": "disk"})
     assert r.status_code == 403 and "needs an admin token" in r.json()["error"]
-    assert api.call("POST", "/nodes/nope/drain", api.admin).json() == {"error": "node 'nope' is not registered"}
+    r = api.call("POST", "/nodes/nope/drain", api.admin)
+    assert (r.status_code, r.json()) == (404, {"error": "node 'nope' is not registered"})
+    r = api.call("POST", "/nodes/worker-node-2/drain", api.admin, content=b"{", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "the body must be JSON" in r.json()["error"]
     try:
         r = api.call("POST", "/nodes/worker-node-2/drain", api.admin, json={"reason": "disk check"})
         assert (r.json()["state"], r.json()["drain_reason"]) == ("drain", "disk check")
@@ -199,7 +217,7 @@ def test_log_stream_delivers_every_line_in_order_and_resumes(api, cluster, idle_
     one = api.call("GET", f"/jobs/{job_id}/logs?node=worker-node-1&tail=2", api.admin).json()
     assert one["logs"][0]["node"] == "worker-node-1"
     assert one["logs"][0]["text"].splitlines() == cluster.cli("logs", job_id, "--node", "worker-node-1").stdout.splitlines()[-2:]
-    assert api.call("GET", f"/jobs/{job_id}/logs/stream?node=nope", api.admin).status_code == 400
+    assert api.call("GET", f"/jobs/{job_id}/logs/stream?node=nope", api.admin).status_code == 404
 
     summary = api.call("GET", f"/jobs/{job_id}/summary", api.admin).json()
     assert (summary["step"], summary["total"], summary["percent"]) == (40, 40, 100.0)

@@ -1,10 +1,11 @@
-"""The REST API's pure parts: SSE framing and cursors, cutting logs into lines, summaries,
+"""The REST API's pure parts: SSE framing and cursors, response headers, summaries,
 ownership, and how a submission's fields become sbatch flags."""
 
 import pytest
 
 from minihpc.api import sse
 from minihpc.api.app import status_of
+from minihpc.api.guard import declared_length, with_headers
 from minihpc.api.jobs import options_argv
 from minihpc.client.access import Principal, may_change, must_be_admin
 from minihpc.client.summary import loss_history, summarize
@@ -25,17 +26,13 @@ def test_a_cursor_round_trips_and_garbage_means_the_start():
         assert sse.decode_cursor(bad) == {}, bad
 
 
-def test_only_whole_lines_are_sent_until_the_job_is_over():
-    assert sse.whole_lines(b"one\ntwo\nthr") == ([b"one", b"two"], 8)
-    assert sse.whole_lines(b"one\ntwo\nthr", final=True) == ([b"one", b"two", b"thr"], 11)
-    assert sse.whole_lines(b"partial") == ([], 0)
-    assert sse.whole_lines(b"") == ([], 0)
-
-
-def test_tail_keeps_the_last_lines():
-    assert sse.tail_lines("a\nb\nc\n", 2) == "b\nc\n"
-    assert sse.tail_lines("a\nb\n", None) == "a\nb\n"
-    assert sse.tail_lines("a\nb\n", 0) == ""
+def test_every_response_gets_the_security_headers_and_a_routes_own_value_wins():
+    headers = dict(with_headers([(b"content-type", b"text/html"), (b"referrer-policy", b"same-origin")]))
+    assert headers[b"content-security-policy"].startswith(b"default-src 'self'")
+    assert headers[b"x-content-type-options"] == b"nosniff" and headers[b"referrer-policy"] == b"same-origin"
+    assert declared_length({"headers": [(b"content-length", b"12")]}) == 12
+    assert declared_length({"headers": [(b"content-length", b"x")]}) is None
+    assert declared_length({"headers": []}) is None
 
 
 def job(**kw) -> Job:
@@ -79,7 +76,8 @@ def test_each_error_has_its_status():
 
 def test_fields_become_the_flags_submit_parses():
     assert options_argv({"script": "x", "nodes": 2, "time": "10:00", "name": "a", "priority": None}) == [
-        "--nodes", "2", "--time", "10:00", "--job-name", "a"]
+        "--nodes=2", "--time=10:00", "--job-name=a"]
+    assert options_argv({"name": "-x"}) == ["--job-name=-x"], "a value that looks like a flag stays a value"
     with pytest.raises(UsageError, match="unknown field 'mem'"):
         options_argv({"mem": "4G"})
     with pytest.raises(UsageError, match="must be a number or a string"):

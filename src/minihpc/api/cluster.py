@@ -12,7 +12,8 @@ from minihpc.api import streams
 from minihpc.api.auth import principal
 from minihpc.api.views import node_json
 from minihpc.client import nodes as client_nodes
-from minihpc.client.access import Principal, must_be_admin
+from minihpc.client.access import Principal
+from minihpc.core.errors import UsageError
 from minihpc.state.connect import REDIS_ERRORS
 
 router = APIRouter(tags=["cluster"])
@@ -51,17 +52,18 @@ def _node(request: Request, name: str) -> dict:
 
 @router.post("/nodes/{name}/drain")
 async def drain(request: Request, name: str, who: Principal = Depends(principal)):
-    must_be_admin(who, "draining a node")
-    body = await request.json() if await request.body() else {}
+    try:
+        body = await request.json() if await request.body() else {}
+    except ValueError:
+        raise UsageError('the body must be JSON: {"reason": "..."} (or empty)') from None
     reason = (body.get("reason") if isinstance(body, dict) else None) or f"drained by {who.user}"
-    await run_in_threadpool(client_nodes.drain, request.app.state.store, [name], str(reason)[:200])
+    await run_in_threadpool(client_nodes.drain, request.app.state.store, [name], str(reason)[:200], who)
     return await run_in_threadpool(_node, request, name)
 
 
 @router.post("/nodes/{name}/resume")
 def resume(request: Request, name: str, who: Principal = Depends(principal)):
-    must_be_admin(who, "resuming a node")
-    client_nodes.resume(request.app.state.store, [name])
+    client_nodes.resume(request.app.state.store, [name], who)
     return _node(request, name)
 
 

@@ -16,16 +16,13 @@ from minihpc.api.views import job_json
 from minihpc.client import jobs as client_jobs
 from minihpc.client import options
 from minihpc.client.access import Principal
-from minihpc.client.logs import log_files
-from minihpc.client.submit import SPOOL_WORKDIR, STDIN, submit
+from minihpc.client.logs import log_files, tail_text
+from minihpc.client.submit import SCRIPT_MAX, SPOOL_WORKDIR, STDIN, submit
 from minihpc.client.summary import job_summary, running_summaries
 from minihpc.core.errors import UsageError
 from minihpc.ops import job_report
 
 router = APIRouter(tags=["jobs"])
-
-SCRIPT_MAX = 1 << 20
-"""Bytes a submitted script may have."""
 
 FIELDS = {
     "nodes": "--nodes", "ntasks": "--ntasks", "ntasks_per_node": "--ntasks-per-node",
@@ -49,19 +46,18 @@ def options_argv(fields: dict) -> list[str]:
                              f"{', '.join(sorted(FIELDS))}")
         if isinstance(value, (dict, list, bool)):
             raise UsageError(f"field {key!r} must be a number or a string, got {type(value).__name__}")
-        argv += [FIELDS[key], str(value)]
+        argv.append(f"{FIELDS[key]}={value}")  # one word: a value may start with '-' 
     return argv
 
 
 def submission(fields: dict, text: str, who: Principal, store) -> tuple[object, list[str]]:
     """Submit ``text`` with ``fields`` for ``who``: (the job, the header's warnings)."""
-    if not text.strip():
-        raise UsageError("the script is empty")
-    if len(text.encode()) > SCRIPT_MAX:
-        raise UsageError(f"the script is over {SCRIPT_MAX} bytes")
     args = fields.get("args") or []
     if isinstance(args, str):
-        args = shlex.split(args)
+        try:
+            args = shlex.split(args)
+        except ValueError as exc:
+            raise UsageError(f"field 'args': {exc} in {args!r}") from None
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise UsageError("field 'args' must be a list of strings (or one string in a form)")
     given = options.HeaderParser("POST /jobs").parse_args(options_argv(fields))
@@ -143,11 +139,8 @@ def get_logs(request: Request, job_id: str, node: str | None = None, tail: int |
              who: Principal = Depends(principal)):
     store = request.app.state.store
     job = store.get_job(client_jobs.parse_job_id(job_id))
-    logs = []
-    for name, path in log_files(store, job, node):
-        text = path.read_text(errors="replace") if path.exists() else ""
-        logs.append({"node": name, "text": sse.tail_lines(text, tail)})
-    return {"job": job.id, "logs": logs}
+    return {"job": job.id, "logs": [{"node": name, "text": tail_text(path, tail)}
+                                    for name, path in log_files(store, job, node)]}
 
 
 @router.get("/jobs/{job_id}/logs/stream")
@@ -157,8 +150,8 @@ async def stream_logs(request: Request, job_id: str, node: str | None = None,
     each change, ``end`` with the final state."""
     store = request.app.state.store
     job = await run_in_threadpool(store.get_job, client_jobs.parse_job_id(job_id))
-    if node:
-        await run_in_threadpool(log_files, store, job, node)  # an unknown node is a 400 now, not mid-stream
+    if node is not None:
+        await run_in_threadpool(log_files, store, job, node)  # an unknown node is a 404 now, not mid-stream
     body = streams.job_log(store, request.app.state.hub, job, node, sse.decode_cursor(last_event_id))
     return StreamingResponse(body, media_type="text/event-stream", headers=STREAM_HEADERS)
 

@@ -14,6 +14,7 @@ from minihpc.cli.display import (
     queue_rows,
     render,
 )
+from minihpc.client import access
 from minihpc.client import jobs as client_jobs
 from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
@@ -47,14 +48,15 @@ def cmd_nodes(args, settings: Settings) -> int:
     if args.watch:
         return _watch_nodes(store, args.interval)
     if args.forget:
-        client_nodes.forget(store, args.forget, done=lambda name: print(f"forgot node {name}"))
+        client_nodes.forget(store, args.forget, access.for_cli(store), done=lambda name: print(f"forgot node {name}"))
         return 0
     if args.drain or args.resume:
         client_nodes.known(store, (args.drain or []) + (args.resume or []))
+        who = access.for_cli(store)
         if args.drain:
-            client_nodes.drain(store, args.drain, args.reason)
+            client_nodes.drain(store, args.drain, args.reason, who)
         if args.resume:
-            client_nodes.resume(store, args.resume)
+            client_nodes.resume(store, args.resume, who)
         for name in args.drain or []:
             print(f"drained {name}: it takes no new jobs ({args.reason})")
         for name in args.resume or []:

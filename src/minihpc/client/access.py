@@ -10,9 +10,9 @@ hosts run the daemons as) are admins on the CLI.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import os
+import pwd
 import re
 import secrets
 import time
@@ -55,8 +55,17 @@ def for_cli(store: Store) -> Principal:
     token = os.environ.get("MINIHPC_TOKEN")
     if token:
         return from_token(store, token)
-    login = getpass.getuser()
+    login = login_name()
     return Principal(login, os.geteuid() == 0 or login == SERVICE_USER)
+
+
+def login_name() -> str:
+    """The account this process runs as, from the system's user database: not $USER, which
+    anyone can set."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid{os.geteuid()}"
 
 
 def may_change(who: Principal, job: Job) -> None:
@@ -70,26 +79,34 @@ def must_be_admin(who: Principal, what: str) -> None:
         raise Forbidden(f"{what} needs an admin token; {who.user} is not an admin")
 
 
-def create_token(store: Store, user: str, admin: bool = False) -> str:
+def create_token(store: Store, user: str, admin: bool = False, note: str = "") -> str:
     """A new token for ``user``, shown once; only its digest is kept."""
     if not USER_NAME.fullmatch(user):
         raise UsageError(f"invalid user name {user!r}: letters, digits, '_', '.', '-', at most 32")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    store.add_token(digest(token), {"user": user, "admin": admin, "created_at": time.time()})
+    store.add_token(digest(token), {"user": user, "admin": admin, "created_at": time.time(), "note": note})
     return token
 
 
 def tokens(store: Store) -> list[dict]:
     """Every token's user, admin flag, creation time and digest prefix (its id), oldest first."""
-    rows = [dict(record, id=d[:12]) for d, record in store.token_records().items()]
+    rows = [dict(record, id=d[:TOKEN_ID_LEN]) for d, record in store.token_records().items()]
     return sorted(rows, key=lambda r: r.get("created_at", 0))
 
 
-def revoke(store: Store, user: str | None = None, token_id: str | None = None) -> int:
-    """Remove every token of ``user``, or the one whose id is ``token_id``; how many went."""
+TOKEN_ID_LEN = 12
+"""A token's id: the first characters of its digest (``token list`` shows them)."""
+
+
+def revoke(store: Store, user: str | None = None, token_id: str | None = None, note: str | None = None) -> int:
+    """Remove every token of ``user``, the one whose id is ``token_id``, or every token made
+    with ``note``; how many went."""
+    if token_id is not None and len(token_id) != TOKEN_ID_LEN:
+        raise UsageError(f"invalid token id {token_id!r}: expected the {TOKEN_ID_LEN} characters 'token list' shows")
     records = store.token_records()
     gone = [d for d, r in records.items()
-            if (user is not None and r["user"] == user) or (token_id and d.startswith(token_id))]
-    if not gone:
+            if (user is not None and r["user"] == user) or (token_id and d[:TOKEN_ID_LEN] == token_id)
+            or (note and r.get("note") == note)]
+    if not gone and note is None:
         raise UsageError(f"no token {'of user ' + repr(user) if user else 'with id ' + repr(token_id)}")
     return store.remove_tokens(gone)

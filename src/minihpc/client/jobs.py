@@ -107,11 +107,14 @@ def delete(store: Store, job_id: int, who: Principal) -> None:
     may_change(who, job)
     if not ended_for_good(store, job):
         raise Conflict(f"job {job_id} is {job.state.value}; only ended jobs can be deleted (cancel it first)")
+    waiting = sorted(j.id for j in store.pending_jobs() if job_id in j.dependency)
+    if waiting:
+        raise Conflict(f"job {job_id} is a dependency of pending job {waiting[0]}; delete it once that has started")
     store.delete_job(job)
     cluster = store.cluster_info()
     for root in (cluster.get("spool_dir"), cluster.get("log_dir")):
         if root:
-            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)
+            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)  # a job may have left files it alone can remove
 
 
 def purge(store: Store, older_than: float, who: Principal, now: float | None = None) -> list[int]:
@@ -121,8 +124,9 @@ def purge(store: Store, older_than: float, who: Principal, now: float | None = N
         raise UsageError(f"older_than must be 0 or more seconds, got {older_than:g}")
     cutoff = (now or time.time()) - older_than
     deleted = []
+    needed = {d for j in store.pending_jobs() for d in j.dependency}
     for job in store.get_jobs(store.ended_before(cutoff)):
-        if (who.admin or job.user == who.user) and ended_for_good(store, job):
+        if (who.admin or job.user == who.user) and ended_for_good(store, job) and job.id not in needed:
             delete(store, job.id, who)
             deleted.append(job.id)
     return deleted

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from minihpc.core.errors import UsageError
+from minihpc.client.access import Principal, must_be_admin
+from minihpc.core.errors import NotFound, UsageError
 from minihpc.core.models import NodeStatus
 from minihpc.state.store import Store
 
@@ -12,27 +13,30 @@ def known(store: Store, names: list[str]) -> dict[str, NodeStatus]:
     nodes = {n.name: n for n in store.node_statuses()}
     for name in names:
         if name not in nodes:
-            raise UsageError(f"node {name!r} is not registered")
+            raise NotFound(f"node {name!r} is not registered")
     return {name: nodes[name] for name in names}
 
 
-def drain(store: Store, names: list[str], reason: str) -> None:
+def drain(store: Store, names: list[str], reason: str, who: Principal) -> None:
+    must_be_admin(who, "draining a node")
     known(store, names)
     for name in names:
         store.drain(name, reason)
         store.incident("drained", name, reason=reason)
 
 
-def resume(store: Store, names: list[str]) -> None:
+def resume(store: Store, names: list[str], who: Principal) -> None:
     """Back in service; their restart history is cleared."""
+    must_be_admin(who, "resuming a node")
     known(store, names)
     for name in names:
         store.undrain(name)
         store.incident("resumed", name)
 
 
-def forget(store: Store, names: list[str], done=lambda name: None) -> None:
+def forget(store: Store, names: list[str], who: Principal, done=lambda name: None) -> None:
     """Remove DOWN nodes from the registry (workers scaled away); ``done(name)`` after each."""
+    must_be_admin(who, "forgetting a node")
     known(store, names)
     for name in names:
         if not store.forget_node(name):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import os
 import shutil
 import time
 from dataclasses import dataclass, field
 
+from minihpc.client.access import login_name
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, Priority
 from minihpc.state.store import Store
@@ -62,6 +62,21 @@ def read_script(path: str) -> str:
         raise UsageError(f"script {path!r} is not a text file") from None
 
 
+SCRIPT_MAX = 1 << 20
+"""Bytes a job script may have (a script, not a data set: bring data through the data volume)."""
+
+
+def check_script(text: str, name: str) -> None:
+    """UsageError for a script that cannot be spooled: empty, too large, or a file name that is
+    not a plain name."""
+    if not text.strip():
+        raise UsageError(f"script {name!r} is empty")
+    if len(text.encode()) > SCRIPT_MAX:
+        raise UsageError(f"script {name!r} is over {SCRIPT_MAX} bytes")
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise UsageError(f"invalid script name {name!r}: expected a file name such as train.py")
+
+
 def validate(request: Request, capacity: int) -> None:
     if request.nodes < 1:
         raise UsageError(f"--nodes must be at least 1, got {request.nodes}")
@@ -80,6 +95,7 @@ def submit(store: Store, request: Request) -> Job:
     name = os.path.basename(request.script_name or "stdin") if from_stdin else None
     source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
     text = request.text if request.text is not None else read_script(source)
+    check_script(text, name if from_stdin else os.path.basename(source))
     cluster = store.cluster_info()
     validate(request, store.node_count())
     if request.dependency:
@@ -101,7 +117,7 @@ def submit(store: Store, request: Request) -> Job:
     job = Job(
         id=job_id,
         name=request.name or name or os.path.basename(source),
-        user=request.user or getpass.getuser(),
+        user=request.user or login_name(),
         script=copy,
         script_source=source,
         script_sha256=hashlib.sha256(data).hexdigest(),

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import redis
 
-from minihpc.client.access import USER_NAME, create_token
+from minihpc.client.access import USER_NAME, create_token, login_name, revoke
 from minihpc.core.config import shared_layout
 from minihpc.core.errors import UsageError
 from minihpc.machine import ports
@@ -154,6 +154,8 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     return url
 
 
+LOCAL_TOKEN = "minihpc up --local"
+"""The note on the admin token `up` makes; the next `up` revokes it."""
 API_START = 30.0
 """Seconds ``up`` waits for the API to answer."""
 
@@ -167,8 +169,9 @@ def start_api(store: Store, state: LocalState, port: int, log=print) -> None:
             down(state.root)
             raise UsageError(f"the API did not start on port {port}; see {state.log('api')}")
         time.sleep(0.1)
-    user = os.environ.get("USER") or "admin"
-    token = create_token(store, user if USER_NAME.fullmatch(user) else "admin", admin=True)
+    user = login_name()
+    revoke(store, note=LOCAL_TOKEN)  # the token of an earlier `up` from this state directory
+    token = create_token(store, user if USER_NAME.fullmatch(user) else "admin", admin=True, note=LOCAL_TOKEN)
     url = f"http://127.0.0.1:{port}/"
     state.save_api(url, token)
     log(f"web page and REST API: {url} (admin token for {user} in {state.api_file}; "
