@@ -76,6 +76,10 @@ def test_health_needs_no_token_and_everything_else_does(api):
     assert r.status_code == 401 and "not known" in r.json()["error"]
     assert api.call("GET", "/whoami", api.admin).json()["admin"] is True
     assert api.call("GET", "/openapi.json").json()["paths"]["/jobs/{job_id}/logs/stream"]
+    assert "HTTPBearer" in api.call("GET", "/openapi.json").json()["components"]["securitySchemes"]
+    docs = api.call("GET", "/docs")
+    assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text
+    assert api.call("GET", "/docs-assets/swagger-ui-bundle.js").status_code == 200, "Swagger UI from a package"
     page = api.call("GET", "/")
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["x-content-type-options"] == "nosniff"

@@ -125,6 +125,9 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
         "on a phone the page does not scroll sideways (tables scroll inside their panels)"
     browser.save_screenshot(str(ARTIFACTS / "web-phone.png"))
     browser.set_window_size(1280, 1000)
+    browser.get(api["url"] + "docs")  # the API's docs render offline, under their own CSP
+    wait_until(lambda: len(find(browser, ".swagger-ui .opblock")) >= 15, 30, message="Swagger UI lists the routes")
+    assert "/jobs/{job_id}/logs/stream" in text(browser, ".swagger-ui")
     console = [e["message"] for e in browser.get_log("browser")]
     refused = [m for m in console if "Content Security Policy" in m or "Uncaught" in m]
     assert not refused, "the page runs under its CSP with no script errors: " + "; ".join(refused)

@@ -15,11 +15,14 @@ from starlette.exceptions import HTTPException
 
 from minihpc import __version__
 from minihpc.api import cluster, jobs
-from minihpc.api.guard import Guard
+from minihpc.api.guard import HEADERS as GUARD_HEADERS, Guard
 from minihpc.api.streams import Hub
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
 from minihpc.state.connect import REDIS_ERRORS
 from minihpc.state.store import Store
+
+DOCS_POLICY = GUARD_HEADERS["content-security-policy"] + "; style-src 'self' 'unsafe-inline'"
+"""Swagger UI sets style attributes; its page alone may (it still runs no inline script)."""
 
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (Conflict, 409), (ClusterUnavailable, 503)]
 """The HTTP status of each error; any other MinihpcError is the request's fault: 400."""
@@ -52,8 +55,8 @@ def create_app(url: str, store: Store) -> FastAPI:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    # /openapi.json describes the API; no /docs: Swagger UI's files come from a CDN, which an
-    # offline cluster cannot reach and the page's Content-Security-Policy would refuse anyway.
+    # FastAPI's own /docs loads Swagger UI from a CDN, which an offline cluster cannot reach:
+    # the docs page below serves Swagger UI 5 from the fastapi-offline package instead.
     app = FastAPI(title="minihpc", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="The minihpc cluster's REST API: jobs, logs, nodes and incidents. "
                               "Every route but /health needs `Authorization: Bearer TOKEN` "
@@ -82,8 +85,14 @@ def create_app(url: str, store: Store) -> FastAPI:
     static = resources.files("minihpc.api") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
+    app.mount("/docs-assets", StaticFiles(directory=str(resources.files("fastapi_offline") / "static")), name="docs-assets")
+
     @app.get("/", include_in_schema=False)
     def page():
         return FileResponse(str(static / "index.html"), headers={"Cache-Control": "no-cache"})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs():
+        return FileResponse(str(static / "docs.html"), headers={"Content-Security-Policy": DOCS_POLICY})
 
     return app
