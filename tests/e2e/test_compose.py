@@ -106,6 +106,7 @@ def test_the_api_serves_the_page_and_runs_a_job_across_the_containers(idle):
     url = f"http://127.0.0.1:{idle.env['MINIHPC_API_PORT']}"
     assert httpx.get(f"{url}/health", timeout=10).json()["nodes_up"] == 3
     assert "<title>minihpc" in httpx.get(url, timeout=10).text
+    assert httpx.get(f"{url}/docs-assets/swagger-ui-bundle.js", timeout=10).status_code == 200, "offline /docs"
     assert httpx.get(f"{url}/jobs", timeout=10).status_code == 401
     token = idle.make("token", "USER=e2e").stdout.strip().splitlines()[-1]
     auth = {"Authorization": f"Bearer {token}"}
