@@ -6,6 +6,8 @@
 - a share that cannot start its ranks (its workdir is gone) ends the job FAILED with the
   reason, and frees its nodes;
 - a node allocated to a job that does not run (here: no such job) is freed after the grace;
+- a task on a node's rq queue that is not the launch task (``os.system``, or the launch task
+  with a callback) is refused unrun and recorded as an incident; the node goes on working;
 - Redis stopped for longer than the node timeout while a 2-node job runs: no node is judged
   DOWN or restarted, and the job completes on its first attempt.
 """
@@ -16,10 +18,14 @@ import time
 
 import pytest
 
+from rq import Callback
+
 from minihpc.client.submit import Request, submit
+from minihpc.core.launch_spec import LAUNCH_TASK
 from minihpc.machine.local_state import LocalState
 from minihpc.state import keys
 from minihpc.state.connect import connect
+from minihpc.state.queues import node_queue
 from minihpc.state.store import Store
 from tests.conftest import wait_until
 from tests.integration.conftest import JOBS
@@ -94,6 +100,27 @@ def test_an_allocation_no_running_job_holds_is_freed_after_the_grace(idle_cluste
     print(f"freed after {took:.1f}s: {freed}")
     assert [(i["node"], i["job"]) for i in freed] == [("worker-node-2", 999999)]
     assert took >= 2 * 2.5 + 3.0  # 2 node timeouts and a kill wait: an in-flight report lands first
+
+
+def test_a_node_runs_no_task_but_the_launch_task(idle_cluster, tmp_path):
+    """rq imports whatever function a task names; whoever can write a node's queue must still
+    not run code on the node through it."""
+    c = idle_cluster
+    store = store_of(c)
+    since = time.time()
+    queue = node_queue(store, "worker-node-1")
+    proof = tmp_path / "ran"
+    bad = queue.enqueue("os.system", f"touch {proof}")
+    hooked = queue.enqueue(LAUNCH_TASK, on_failure=Callback("os.system"))
+    for job in (bad, hooked):
+        wait_until(lambda job=job: job.get_status(refresh=True) == "failed", timeout=20, message="refused")
+    assert not proof.exists(), "os.system ran on the node"
+    reasons = [i["reason"] for i in store.incidents(20) if i["kind"] == "task_refused" and i["at"] >= since]
+    print("refused:", reasons)
+    assert any("refused task 'os.system'" in r for r in reasons)
+    assert any("with callbacks os.system" in r for r in reasons)
+    honest = c.submit("-N", 3, JOBS / "sleeper.py", tmp_path / "pids", "0.1")
+    assert c.wait(honest)["state"] == "COMPLETED", "the node goes on running launch tasks"
 
 
 def test_redis_stopped_longer_than_the_node_timeout_fails_no_job_and_restarts_no_node(idle_cluster):

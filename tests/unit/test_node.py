@@ -2,8 +2,10 @@ import json
 import sys
 
 from minihpc.core.config import shared_layout
+from minihpc.core.launch_spec import LAUNCH_TASK
 from minihpc.core.models import NodeState, NodeStatus, node_state_changes
 from minihpc.metrics import discovery
+from minihpc.node.agent import task_refusal
 from minihpc.node.supervisor import commands, supervise
 
 
@@ -64,3 +66,11 @@ def test_node_state_changes():
     before = {"a": NodeState.IDLE, "b": NodeState.ALLOC}
     after = {"a": NodeState.DOWN, "b": NodeState.ALLOC, "c": NodeState.IDLE}
     assert node_state_changes(before, after) == [("a", NodeState.IDLE, NodeState.DOWN), ("c", None, NodeState.IDLE)]
+
+
+def test_a_node_runs_only_the_plain_launch_task():
+    assert task_refusal(LAUNCH_TASK, [None, None, None], []) is None
+    assert "refused task 'os.system'" in task_refusal("os.system", [None, None, None], [])
+    assert "refused task 'None'" in task_refusal(None, [], [])
+    assert "callbacks shutil.rmtree" in task_refusal(LAUNCH_TASK, [None, "shutil.rmtree", None], [])
+    assert "webhooks" in task_refusal(LAUNCH_TASK, [None, None, None], ["http://x"])

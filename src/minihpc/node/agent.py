@@ -1,7 +1,9 @@
 """The node agent: registers its node, heartbeats, and runs launch tasks from its own rq queue.
 
 It is an rq SimpleWorker listening on exactly one queue (``minihpc-node-<name>``), so rq's
-multi-queue dequeue is never used; the master alone decides what goes on that queue.
+multi-queue dequeue is never used; the master alone decides what goes on that queue. rq runs
+whatever function a queued task names, so the worker runs only the launch task: anything else
+that reaches the queue (``os.system``, a callback, a webhook) fails unrun and is an incident.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import redis
 from rq import Queue, SimpleWorker
 
 from minihpc.core.config import Settings
-from minihpc.core.launch_spec import LaunchSpec
+from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
 from minihpc.node.share import run_share
@@ -40,10 +42,36 @@ def launch_task(**payload) -> dict:
     return result.to_dict()
 
 
+def task_refusal(func_name: str | None, callbacks: list[str | None], webhooks: list) -> str | None:
+    """Why a task from the node's queue must not run; None for a plain launch task."""
+    if func_name != LAUNCH_TASK:
+        return f"refused task {str(func_name)[:100]!r}: a node runs only {LAUNCH_TASK}"
+    named = [c for c in callbacks if c]
+    if named:
+        return f"refused a launch task with callbacks {', '.join(named)[:200]}"
+    if webhooks:
+        return "refused a launch task with webhooks"
+    return None
+
+
 class _Worker(SimpleWorker):
     """rq's in-process worker; a stop signal also tears down the job it is running."""
 
     agent: NodeAgent
+
+    def execute_job(self, job, queue):
+        why = task_refusal(job.func_name, [job._success_callback_name, job._failure_callback_name,
+                                           job._stopped_callback_name], job.webhooks)
+        if why is None:
+            return super().execute_job(job, queue)
+        log.error("node %s: %s (rq job %s)", self.agent.name, why, job.id)
+        job.retries_left = None  # a refused task is not retried, whatever it asked for
+        self.prepare_execution(job)
+        self.handle_job_failure(job, queue, exc_string=why)
+        try:
+            self.agent.store.incident("task_refused", self.agent.name, reason=why)
+        except redis.RedisError:
+            log.warning("node %s: could not record the refused task", self.agent.name, exc_info=True)
 
     def handle_warm_shutdown_request(self):
         self.agent.going_down()
