@@ -27,9 +27,13 @@ RUN python3 -m venv /opt/venv \
     && chmod 755 /opt/venv/bin/minihpc
 
 # The package runs from its source tree; jobs/mnist.py is importable by submitted job copies.
+# PYTHONSAFEPATH: no daemon, healthcheck or `docker compose exec` command puts its working
+# directory on sys.path, so a module a job drops into /shared/jobs (a redis.py, say) is never
+# imported by them. Jobs' ranks run without it (core.launch_spec.job_env), as plain Python does.
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONPATH=/opt/minihpc/src:/opt/minihpc/jobs \
+    PYTHONSAFEPATH=1 \
     PYTHONUNBUFFERED=1
 USER minihpc
 WORKDIR /shared/jobs

@@ -1,6 +1,7 @@
 """The Compose cluster end to end: healthy services, jobs across three containers, the MNIST
 demo job with checkpoints on the shared volume, the make targets users type, and Prometheus."""
 
+import json
 import re
 
 from tests.conftest import wait_until
@@ -69,6 +70,22 @@ def test_prometheus_scrapes_every_node(compose_cluster):
     result = compose_cluster.prometheus("/api/v1/query", query="minihpc_node_cpus")["data"]["result"]
     assert {r["metric"]["node"] for r in result} == NODES
     assert all(float(r["value"][1]) >= 1 for r in result)
+
+
+def test_a_module_dropped_in_the_jobs_volume_runs_in_no_daemon(idle):
+    """Jobs can write /shared/jobs, the nodes' working directory. A redis.py planted there is
+    imported by no daemon: not by a node that restarts, nor by `minihpc` in the container."""
+    planted = "open('/shared/jobs/planted-ran', 'w').write('imported')\nraise SystemExit('planted redis.py ran')\n"
+    idle.in_master("python3", "-c", f"open('/shared/jobs/redis.py', 'w').write({planted!r})")
+    try:
+        idle.docker_compose("restart", "worker-node-1")
+        assert json.loads(idle.minihpc("queue", "--json").stdout) == []
+        job_id = idle.submit("jobs/hello.py", nodes=3)
+        assert idle.wait(job_id, timeout=180)["state"] == "COMPLETED", "the restarted node runs jobs"
+        ran = idle.in_master("test", "-e", "/shared/jobs/planted-ran", check=False).returncode == 0
+        assert not ran, "a daemon imported the module a job planted"
+    finally:
+        idle.in_master("rm", "-f", "/shared/jobs/redis.py", "/shared/jobs/planted-ran", check=False)
 
 
 def test_mnist_trains_across_three_containers_and_its_checkpoints_survive_down_up(idle):

@@ -40,6 +40,8 @@ def test_a_job_gets_no_credentials_of_the_daemons():
     env = job_env(spec(), 29555, base)
     assert "secret" not in repr(env) and "mhpc_x" not in repr(env)
     assert env["HOME"] == "/home/minihpc"
+    assert "PYTHONSAFEPATH" not in job_env(spec(), 29555, dict(base, PYTHONSAFEPATH="1")), \
+        "a job's script imports the modules beside it; only the daemons run with a safe path"
 
 
 def test_payload_round_trip():

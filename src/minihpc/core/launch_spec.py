@@ -73,12 +73,16 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
 
 SECRET_ENV = ("MINIHPC_REDIS_URL", "MINIHPC_TOKEN", "REDIS_PASSWORD", "REDISCLI_AUTH", "GRAFANA_ADMIN_PASSWORD")
 """The daemons' credentials: never in a job's environment (jobs are untrusted code)."""
+DAEMON_ONLY_ENV = (*SECRET_ENV, "PYTHONSAFEPATH")
+"""What the agent's environment has that a job's must not: its credentials, and the safe-path
+setting that keeps the daemons from importing job-written files (a job's script imports the
+modules beside it, as plain ``python script.py`` does)."""
 
 
 def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[str, str]:
     """The environment of the job's ranks (torchrun adds RANK, LOCAL_RANK, WORLD_SIZE,
     MASTER_ADDR and MASTER_PORT per rank): the agent's, less its credentials."""
-    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+    env = {k: v for k, v in base.items() if k not in DAEMON_ONLY_ENV}
     hostlist = compress_hostlist(spec.nodes)
     env.update(
         {
