@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from minihpc.client.access import Principal, may_change
-from minihpc.core.errors import Conflict, UsageError
+from minihpc.core.errors import Conflict, Forbidden, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
 from minihpc.state.store import Store
@@ -104,29 +104,50 @@ def delete(store: Store, job_id: int, who: Principal) -> None:
     """Forget an ended job: its record, telemetry, spooled script and logs (checkpoints stay:
     they are the user's results)."""
     job = store.get_job(job_id)
-    may_change(who, job)
-    if not ended_for_good(store, job):
-        raise Conflict(f"job {job_id} is {job.state.value}; only ended jobs can be deleted (cancel it first)")
-    waiting = sorted(j.id for j in store.pending_jobs() if job_id in j.dependency)
-    if waiting:
-        raise Conflict(f"job {job_id} is a dependency of pending job {waiting[0]}; delete it once that has started")
-    store.delete_job(job)
-    cluster = store.cluster_info()
-    for root in (cluster.get("spool_dir"), cluster.get("log_dir")):
-        if root:
-            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)  # a job may have left files it alone can remove
+    check_deletable(store, job, who, waiting_on(store))
+    _forget(store, job)
 
 
 def purge(store: Store, older_than: float, who: Principal, now: float | None = None) -> list[int]:
     """Delete the ended jobs (``who``'s own, or everyone's for an admin) that ended more than
-    ``older_than`` seconds ago; the ids deleted."""
+    ``older_than`` seconds ago; the ids deleted. Jobs :func:`delete` would refuse are left."""
     if older_than < 0:
         raise UsageError(f"older_than must be 0 or more seconds, got {older_than:g}")
     cutoff = (now or time.time()) - older_than
+    waiting = waiting_on(store)
     deleted = []
-    needed = {d for j in store.pending_jobs() for d in j.dependency}
     for job in store.get_jobs(store.ended_before(cutoff)):
-        if (who.admin or job.user == who.user) and ended_for_good(store, job) and job.id not in needed:
-            delete(store, job.id, who)
-            deleted.append(job.id)
+        try:
+            check_deletable(store, job, who, waiting)
+        except (Forbidden, Conflict):
+            continue
+        _forget(store, job)
+        deleted.append(job.id)
     return deleted
+
+
+def waiting_on(store: Store) -> dict[int, list[int]]:
+    """For each job a pending job depends on, the ids of the pending jobs waiting for it."""
+    waiting: dict[int, list[int]] = {}
+    for pending in store.pending_jobs():
+        for dependency in pending.dependency:
+            waiting.setdefault(dependency, []).append(pending.id)
+    return {job_id: sorted(ids) for job_id, ids in waiting.items()}
+
+
+def check_deletable(store: Store, job: Job, who: Principal, waiting: dict[int, list[int]]) -> None:
+    """Forbidden unless ``who`` may change ``job``; Conflict unless it has ended for good and no
+    pending job waits for it."""
+    may_change(who, job)
+    if not ended_for_good(store, job):
+        raise Conflict(f"job {job.id} is {job.state.value}; only ended jobs can be deleted (cancel it first)")
+    if job.id in waiting:
+        raise Conflict(f"job {job.id} is a dependency of pending job {waiting[job.id][0]}; delete it once that has started")
+
+
+def _forget(store: Store, job: Job) -> None:
+    store.delete_job(job)
+    cluster = store.cluster_info()
+    for root in (cluster.get("spool_dir"), cluster.get("log_dir")):
+        if root:
+            shutil.rmtree(Path(root) / f"job-{job.id}", ignore_errors=True)  # a job may have left files it alone can remove

@@ -152,8 +152,7 @@ class JobRecords:
     def delete_job(self, job: Job) -> None:
         """Forget an ended job's record, results and telemetry (its files are the caller's)."""
         with self.r.pipeline() as pipe:
-            pipe.delete(keys.job(job.id), keys.job_progress(job.id), keys.job_steps(job.id),
-                        keys.job_series(job.id), *[keys.job_results(job.id, a) for a in range(1, job.attempts + 1)])
+            pipe.delete(*_record_keys(job.id), *[keys.job_results(job.id, a) for a in range(1, job.attempts + 1)])
             pipe.zrem(keys.JOBS_ENDED, job.id)
             pipe.execute()
 
@@ -169,10 +168,14 @@ class JobRecords:
         old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
         with self.r.pipeline() as pipe:
             for job_id in old:
-                pipe.delete(keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id),
-                            keys.job_series(job_id))
+                pipe.delete(*_record_keys(job_id))
             pipe.zrem(keys.JOBS_ENDED, *old)
             pipe.execute()
+
+
+def _record_keys(job_id: int) -> tuple[str, ...]:
+    """A job's record and telemetry keys: what forgetting an ended job deletes."""
+    return keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id), keys.job_series(job_id)
 
 
 def _set_for(state: JobState | None) -> str | None:
