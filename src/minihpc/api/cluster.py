@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from minihpc.api import streams
+from minihpc.api import sse, streams
 from minihpc.api.auth import principal
 from minihpc.api.views import node_json
 from minihpc.client import nodes as client_nodes
@@ -75,5 +75,4 @@ def incidents(request: Request, limit: int = Query(50, ge=1, le=1000), who: Prin
 @router.get("/events")
 async def events(request: Request, who: Principal = Depends(principal)):
     """Server-Sent Events: ``job`` (state changes), ``incident`` and ``node`` (state changes)."""
-    return StreamingResponse(streams.events(request.app.state.hub), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(streams.events(request.app.state.hub), media_type="text/event-stream", headers=sse.HEADERS)

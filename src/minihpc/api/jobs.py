@@ -153,10 +153,7 @@ async def stream_logs(request: Request, job_id: str, node: str | None = None,
     if node is not None:
         await run_in_threadpool(log_files, store, job, node)  # an unknown node is a 404 now, not mid-stream
     body = streams.job_log(store, request.app.state.hub, job, node, sse.decode_cursor(last_event_id))
-    return StreamingResponse(body, media_type="text/event-stream", headers=STREAM_HEADERS)
-
-
-STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=sse.HEADERS)
 
 
 @router.post("/jobs/{job_id}/cancel")

@@ -7,6 +7,8 @@ import json
 from urllib.parse import parse_qsl, urlencode
 
 KEEPALIVE = b": keepalive\n\n"
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+"""A stream's response headers: no caching, and no buffering by a proxy in front."""
 
 
 def frame(event: str, data, event_id: str | None = None) -> bytes:

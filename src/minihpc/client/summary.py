@@ -48,17 +48,23 @@ def summarize(job: Job, report: dict | None, marks: dict[int, dict], series: lis
     }
 
 
-def job_summary(store: Store, job: Job, incidents_read: int = 200) -> dict:
-    report = store.progress([job.id]).get(job.id)
-    incidents = [i for i in store.incidents(incidents_read) if i.get("job") == job.id]
-    return summarize(job, report, store.attempt_steps(job.id), store.series(job.id, SERIES_READ), incidents)
+INCIDENTS_READ = 200
+"""Newest incidents a summary looks through for its job's."""
+
+
+def job_summary(store: Store, job: Job) -> dict:
+    return _summaries(store, [job])[0]
 
 
 def running_summaries(store: Store) -> list[dict]:
     """A summary of every running job, by id."""
-    jobs = sorted(store.running_jobs(), key=lambda j: j.id)
+    return _summaries(store, sorted(store.running_jobs(), key=lambda j: j.id))
+
+
+def _summaries(store: Store, jobs: list[Job]) -> list[dict]:
+    """:func:`summarize` of each job, reading the progress reports and incidents once."""
     reports = store.progress(j.id for j in jobs)
-    recent = store.incidents(200)
+    recent = store.incidents(INCIDENTS_READ)
     return [
         summarize(j, reports.get(j.id), store.attempt_steps(j.id), store.series(j.id, SERIES_READ),
                   [i for i in recent if i.get("job") == j.id])

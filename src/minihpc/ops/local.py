@@ -121,7 +121,8 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.root.chmod(0o700)
     password = secrets.token_urlsafe(24)
     url = f"redis://:{password}@127.0.0.1:{port}/0"
-    env = dict(os.environ, MINIHPC_REDIS_URL=url, PYTHONSAFEPATH="1")  # no imports from the cwd
+    daemon_env = {"MINIHPC_REDIS_URL": url, "PYTHONSAFEPATH": "1"}  # safe path: no imports from the cwd
+    env = dict(os.environ, **daemon_env)
     state.save_redis_conf(redis_conf(state, port, password))
     pids = {"redis": _spawn([server, str(state.redis_conf)], state.log("redis"), env)}
     store = Store(_wait_for_redis(url, pids, state))
@@ -130,7 +131,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     # Each node's command line, so the health monitor can respawn a node that died.
     agents = {
         name: {"argv": CLI + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"],
-               "log": str(state.log(name)), "env": {"MINIHPC_REDIS_URL": url, "PYTHONSAFEPATH": "1"}}
+               "log": str(state.log(name)), "env": daemon_env}
         for name in names
     }
     state.save_node_commands(agents)
