@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.integration.api_client import Api
 from tests.integration.conftest import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,15 +62,6 @@ def click(browser, css) -> bool:
         "const e = document.querySelector(arguments[0]); if (e) setTimeout(() => e.click(), 0); return !!e", css)
 
 
-def submit(api_url, token, script, **fields) -> int:
-    import httpx
-
-    r = httpx.post(f"{api_url}jobs", headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                   json=dict(script=script, **fields))
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
-
-
 def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_cluster, tmp_path):
     api = idle_cluster.api
     browser.get(api["url"])
@@ -80,7 +72,7 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
     browser.execute_script("window.notReloaded = true")
 
     gate = tmp_path / "gate"
-    job_id = submit(api["url"], api["token"], (JOBS / "chatty.py").read_text(), script_name="chatty.py",
+    job_id = Api(idle_cluster).submit(api["token"], (JOBS / "chatty.py").read_text(), script_name="chatty.py",
                     nodes=3, args=["30", str(gate), "0.3"], job_name="browser-job")
     row = f'#queue tbody tr[data-job-id="{job_id}"] td.state'
     wait_until(lambda: attr(browser, row, "data-state") in ("PD", "R"), 15, message="the job in the queue")
@@ -108,7 +100,7 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
     assert browser.execute_script("return window.notReloaded") is True, "the page reloaded"
 
     held = tmp_path / "never"
-    victim = submit(api["url"], api["token"], (JOBS / "gate.py").read_text(), script_name="gate.py", args=[str(held)])
+    victim = Api(idle_cluster).submit(api["token"], (JOBS / "gate.py").read_text(), script_name="gate.py", args=[str(held)])
     browser.execute_script("location.hash = '#/'")
     button = f'#queue tbody tr[data-job-id="{victim}"] button'
     wait_until(lambda: click(browser, button), 30, message="a cancel button")
