@@ -2,13 +2,16 @@
 fault goes in, and the figures it reports are the cluster's own records of the recovery."""
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
+from tests.integration.conftest import JOBS
 
 pytestmark = pytest.mark.integration
 
@@ -72,6 +75,23 @@ def test_a_redis_restart_does_not_interrupt_training(training):
     assert d["redis_back"] is not None and d["kept_running"] and d["steps_lost"] == 0, d
     job = c.wait(job_id, timeout=300)
     assert (job["state"], job["attempts"]) == ("COMPLETED", 1)
+
+
+def test_a_killed_node_under_a_job_that_reports_no_progress_resumes_at_the_next_attempts_start(idle_cluster):
+    c = idle_cluster
+    job_id = c.submit("-N", 3, JOBS / "barrier_sleep.py", 90)
+    wait_until(lambda: c.cli("logs", job_id).stdout.count("attempt 1 past the barrier") == 3, timeout=120,
+               interval=0.2, message="all three ranks past the first barrier")
+    started = time.monotonic()
+    out = c.cli("drill", "kill", "--node", "worker-node-1", "--job", job_id, "--state-dir", c.state_dir,
+                "--timeout", 120, timeout=300)
+    took = time.monotonic() - started
+    c.cli("cancel", job_id, check=False)  # ended already if the drill waited it out
+    resumed = re.search(r"job resumed +(\d+\.\d+)s +\(job \d+: attempt 2 started; attempt 1 reported no progress\)",
+                        out.stdout)
+    assert resumed, out.stdout
+    # The drill returns once attempt 2 has started, not when its timeout (or the 90 s job) ends.
+    assert float(resumed.group(1)) < 30 and took < 45, (took, out.stdout)
 
 
 def test_drills_refuse_what_they_cannot_do(idle_cluster):

@@ -32,6 +32,38 @@ def test_figures_count_from_the_fault_and_ignore_earlier_and_other_nodes_inciden
     assert finished(d)
 
 
+def test_a_job_that_reports_no_progress_has_resumed_when_its_next_attempt_starts():
+    incidents = [incident("down", 2.2), incident("restart", 2.3), incident("back", 4.8)]
+    d = Drill("kill", "worker-node-1", 29, T, attempt=1, attempt_now=1, job_state="RUNNING")
+    summarize(d, incidents, {}, {1: T - 40})
+    assert d.resumed is None and not finished(d)  # only the interrupted attempt has started
+    d.attempt_now = 2
+    summarize(d, incidents, {}, {1: T - 40, 2: T + 5.1})
+    assert d.resumed == pytest.approx(5.1) and (d.resumed_attempt, d.resumed_by) == (2, "start")
+    assert d.resumed_from is None and d.steps_lost is None
+    assert finished(d)  # the drill returns now, not when its timeout runs out
+    text = format_drill(d)
+    assert "job resumed   5.10s  (job 29: attempt 2 started; attempt 1 reported no progress)" in text, text
+
+
+def test_a_job_that_reported_progress_has_resumed_at_its_next_first_step_not_at_its_start():
+    steps = {1: {"first": mark(1, -30), "last": mark(40, -0.1)}}
+    d = Drill("kill", "worker-node-1", 7, T, attempt=1)
+    summarize(d, [incident("down", 2.0), incident("back", 5.0)], steps, {1: T - 31, 2: T + 6.0})
+    assert d.resumed is None and not finished(d)  # started, but not training yet
+    steps[2] = {"first": mark(36, 14.0), "last": mark(38, 15.0)}
+    summarize(d, [incident("down", 2.0), incident("back", 5.0)], steps, {1: T - 31, 2: T + 6.0})
+    assert d.resumed == pytest.approx(14.0) and (d.resumed_attempt, d.resumed_by) == (2, "step")
+    assert (d.resumed_from, d.steps_lost) == (35, 5) and finished(d)
+    assert "(job 7, attempt 1 -> 2, from step 35)" in format_drill(d)
+
+
+def test_a_drill_that_has_not_seen_the_resume_shows_the_jobs_current_attempt():
+    d = Drill("kill", "worker-node-1", 29, T, attempt=1, attempt_now=2, job_state="RUNNING")
+    text = format_drill(summarize(d, [incident("down", 2.2)], {}, {}))
+    assert "(job 29: RUNNING, attempt 2; the fault hit attempt 1)" in text, text
+
+
 def test_not_finished_until_the_job_resumes_or_ends():
     steps = {1: {"first": mark(1, -10), "last": mark(30, -0.2)}}
     d = summarize(Drill("stop", "worker-node-1", 1, T, attempt=1), [incident("down", 0.3), incident("back", 6)], steps)

@@ -6,10 +6,13 @@ itself recorded, so a drill measures the product, not the drill:
 - detected: the master's "down" incident for the node;
 - node back: its "back" incident (heartbeating again after the restart);
 - resumed: the first training step the job's next attempt reported (its progress reports, kept
-  per attempt), and the step it resumed from;
+  per attempt), and the step it resumed from; for a job that reports no progress (the interrupted
+  attempt reported no step), the next attempt's start (kept per attempt) -- there is no training
+  step to wait for, and ``resumed_by`` says which of the two was measured;
 - steps lost: steps the interrupted attempt had trained beyond the checkpoint it resumed from.
 
-``summarize`` is a pure function of those records; ``run`` is the thin loop that polls them.
+``summarize`` is a pure function of those records; ``run`` is the thin loop that polls them and
+returns as soon as every figure is in.
 """
 
 from __future__ import annotations
@@ -35,10 +38,17 @@ class Drill:
     fault_at: float
     attempt: int | None = None
     """The job's attempt when the fault hit."""
+    attempt_now: int | None = None
+    """The job's attempt at the drill's last look (``job_state`` is that attempt's state)."""
     detected: float | None = None
     back: float | None = None
     resumed: float | None = None
     resumed_from: int | None = None
+    resumed_attempt: int | None = None
+    """The attempt that resumed the job."""
+    resumed_by: str | None = None
+    """What ``resumed`` measured: "step" (the resumed attempt's first training step) or "start"
+    (its start: the interrupted attempt had reported no progress)."""
     last_step: int | None = None
     steps_lost: int | None = None
     job_state: str | None = None
@@ -52,8 +62,14 @@ class Drill:
         return asdict(self)
 
 
-def summarize(drill: Drill, incidents: list[dict], steps: dict[int, dict[str, dict]]) -> Drill:
-    """Fill in the figures from the node's incidents and the job's per-attempt steps."""
+def summarize(drill: Drill, incidents: list[dict], steps: dict[int, dict[str, dict]],
+              starts: dict[int, float] | None = None) -> Drill:
+    """Fill in the figures from the node's incidents, the job's per-attempt steps and its
+    attempts' start times ({attempt: at}).
+
+    A job whose interrupted attempt reported progress has resumed when a later attempt reports
+    its first step (training again, not merely started); one that reported none has resumed when
+    a later attempt starts."""
     mine = sorted((i for i in incidents if i.get("node") == drill.node and i["at"] >= drill.fault_at),
                   key=lambda i: i["at"])
     down = next((i for i in mine if i["kind"] == "down"), None)
@@ -66,12 +82,17 @@ def summarize(drill: Drill, incidents: list[dict], steps: dict[int, dict[str, di
     last = steps.get(drill.attempt, {}).get("last")
     drill.last_step = None if last is None else int(last["step"])
     later = sorted(a for a in steps if a > drill.attempt and "first" in steps[a])
+    started = sorted(a for a in starts or {} if a > drill.attempt)
     if later:
         first = steps[later[0]]["first"]
         drill.resumed = first["at"] - drill.fault_at
         drill.resumed_from = int(first["step"]) - 1
+        drill.resumed_attempt, drill.resumed_by = later[0], "step"
         if drill.last_step is not None:
             drill.steps_lost = max(0, drill.last_step - drill.resumed_from)
+    elif last is None and started:
+        drill.resumed = starts[started[0]] - drill.fault_at
+        drill.resumed_attempt, drill.resumed_by = started[0], "start"
     elif drill.redis_back is not None and last is not None and last["at"] > drill.fault_at + drill.redis_back:
         drill.kept_running, drill.steps_lost = True, 0
     return drill
@@ -118,8 +139,10 @@ def run(store: Store, injector, kind: str, node: str | None, job_id: int | None 
             if drill.redis_back is None and kind == "redis-restart":
                 drill.redis_back = time.time() - drill.fault_at
             if job_id is not None:
-                drill.job_state = store.get_job(job_id).state.value
-            summarize(drill, store.incidents(200), store.attempt_steps(job_id) if job_id else {})
+                job = store.get_job(job_id)
+                drill.job_state, drill.attempt_now = job.state.value, job.attempts
+            summarize(drill, store.incidents(200), store.attempt_steps(job_id) if job_id else {},
+                      store.attempt_starts(job_id) if job_id else {})
         except redis.RedisError:
             pass  # a Redis restart (or the drill's own fault): keep measuring
         if finished(drill) and not undo.is_alive():
@@ -139,6 +162,17 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
+def _resume(d: Drill) -> str:
+    """What ``job resumed`` measured, or where the job stands when it has not resumed."""
+    if d.resumed_by == "step":
+        return f"job {d.job}, attempt {d.attempt} -> {d.resumed_attempt}, from step {d.resumed_from}"
+    if d.resumed_by == "start":
+        return f"job {d.job}: attempt {d.resumed_attempt} started; attempt {d.attempt} reported no progress"
+    now = d.attempt_now if d.attempt_now is not None else d.attempt
+    hit = f"; the fault hit attempt {d.attempt}" if now != d.attempt else ""
+    return f"job {d.job}: {d.job_state}, attempt {now}{hit}"
+
+
 def format_drill(d: Drill) -> str:
     lines = [f"drill {d.kind} {d.node or ''}".rstrip()]
     if d.kind == "redis-restart":
@@ -152,10 +186,9 @@ def format_drill(d: Drill) -> str:
         lines.append(f"  job           kept running (job {d.job}, attempt {d.attempt}, no requeue)")
         lines.append("  steps lost    0")
     else:
-        lines.append(f"  job resumed   {_secs(d.resumed)}"
-                     + (f"  (job {d.job}, attempt {d.attempt} -> next, from step {d.resumed_from})"
-                        if d.resumed is not None else f"  (job {d.job}: {d.job_state}, attempt {d.attempt})"))
+        lines.append(f"  job resumed   {_secs(d.resumed)}  ({_resume(d)})")
         lines.append(f"  steps lost    {'-' if d.steps_lost is None else d.steps_lost}"
-                     + (f"  (trained to {d.last_step}, resumed from {d.resumed_from})" if d.steps_lost is not None else ""))
+                     + (f"  (trained to {d.last_step}, resumed from {d.resumed_from})" if d.steps_lost is not None
+                        else "  (no steps reported)" if d.resumed_by == "start" else ""))
     lines.extend(f"  note: {n}" for n in d.notes)
     return "\n".join(lines)

@@ -4,6 +4,7 @@ true to each job's state. How a job's state *changes* is in :mod:`minihpc.state.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable
 
@@ -74,6 +75,19 @@ class JobRecords:
         """Whether the job is RUNNING its attempt ``attempt`` (a node's launch task checks)."""
         state, attempts = self.r.hmget(keys.job(job_id), "state", "attempts")
         return text(state) == JobState.RUNNING.value and int(attempts) == attempt
+
+    def attempt_starts(self, job_id: int) -> dict[int, float]:
+        """{attempt: when it began} for each attempt the job has started; a field that does not
+        parse is skipped."""
+        out: dict[int, float] = {}
+        for field, value in self.r.hgetall(keys.job_starts(job_id)).items():
+            try:
+                attempt, at = int(text(field)), float(text(value))
+            except ValueError:
+                continue
+            if math.isfinite(at):
+                out[attempt] = at
+        return out
 
     def pending_jobs(self) -> list[Job]:
         return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_PENDING))
@@ -175,7 +189,8 @@ class JobRecords:
 
 def _record_keys(job_id: int) -> tuple[str, ...]:
     """A job's record and telemetry keys: what forgetting an ended job deletes."""
-    return keys.job(job_id), keys.job_progress(job_id), keys.job_steps(job_id), keys.job_series(job_id)
+    return (keys.job(job_id), keys.job_starts(job_id), keys.job_progress(job_id), keys.job_steps(job_id),
+            keys.job_series(job_id))
 
 
 def _set_for(state: JobState | None) -> str | None:

@@ -26,6 +26,10 @@ JOB_PROGRESS = "minihpc:job:{0}:progress"
 JOB_STEPS = "minihpc:job:{0}:steps"
 """Hash: "<attempt>:first" and "<attempt>:last" -> JSON {step, at} of job {0}'s progress reports
 in each attempt: when an attempt trained its first step, and how far it got (drills, reports)."""
+JOB_STARTS = "minihpc:job:{0}:starts"
+"""Hash: "<attempt>" -> when job {0}'s attempt began (its nodes were reserved and its launch
+queued). The job record holds only the current attempt's start; drills time the resume of a job
+that reports no progress by the next attempt's."""
 JOB_SERIES = "minihpc:job:{0}:series"
 """List: JSON progress reports of job {0} as its agents forwarded them (every node, sampled at
 the agents' poll rate; capped), for `minihpc report`."""
@@ -101,6 +105,10 @@ def job_progress(job_id: int) -> str:
 
 def job_steps(job_id: int) -> str:
     return JOB_STEPS.format(job_id)
+
+
+def job_starts(job_id: int) -> str:
+    return JOB_STARTS.format(job_id)
 
 
 def stats_histogram(name: str) -> str:

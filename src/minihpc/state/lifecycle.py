@@ -101,6 +101,7 @@ class JobLifecycle:
             for n in nodes:
                 pipe.set(keys.node_alloc(n), job.id)
             pipe.hset(keys.job(job.id), mapping=job.to_record())
+            pipe.hset(keys.job_starts(job.id), str(job.attempts), str(job.started_at))
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.sadd(keys.JOBS_ACTIVE, job.id)
             publish(pipe, job_event(job.id, JobState.RUNNING.value))
