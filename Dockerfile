@@ -26,6 +26,15 @@ RUN python3 -m venv /opt/venv \
     && printf '#!/bin/sh\nexec python3 -m minihpc.cli "$@"\n' > /opt/venv/bin/minihpc \
     && chmod 755 /opt/venv/bin/minihpc
 
+# Jobs' ranks run as `job`, a user of their own: node agents run as root with a few
+# capabilities only to start them as that user (src/minihpc/node/identity.py), so a job can read
+# no daemon's environment, signal no daemon and write neither the spool nor the daemons' files.
+# After the large layer, so adding it does not reinstall the packages.
+ARG JOB_UID=10002
+RUN groupadd --gid ${JOB_UID} job \
+    && useradd --uid ${JOB_UID} --gid ${JOB_UID} --create-home --shell /usr/sbin/nologin job \
+    && mkdir -p /opt/minihpc
+
 # The package runs from its source tree; jobs/mnist.py is importable by submitted job copies.
 # PYTHONSAFEPATH: no daemon, healthcheck or `docker compose exec` command puts its working
 # directory on sys.path, so a module a job drops into /shared/jobs (a redis.py, say) is never
@@ -36,12 +45,13 @@ ENV VIRTUAL_ENV=/opt/venv \
     PYTHONSAFEPATH=1 \
     PYTHONUNBUFFERED=1
 USER minihpc
-WORKDIR /shared/jobs
+# A working directory no job can write (daemons never import from it anyway: PYTHONSAFEPATH).
+WORKDIR /opt/minihpc
 ENTRYPOINT ["python3", "-m", "minihpc.node.entrypoint"]
 CMD ["--help"]
 
 # Only what .dockerignore lets through: src/, jobs/, and the files above. Compiled here, as
-# root: the nodes run as minihpc and cannot write __pycache__ there, so every job's processes
+# root: the daemons and jobs cannot write __pycache__ there, so every job's processes
 # would otherwise compile these modules again on every start.
 COPY . /opt/minihpc/
 USER root

@@ -12,8 +12,8 @@ LOCAL_PORT ?= 6379
 # Compose v2 (`docker compose`) or v1 (`docker-compose`), whichever is installed.
 COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
 	elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
-# A command in the master-node container; a TTY only when we have one (not in CI or pipes).
-IN_MASTER = tty=$$([ -t 0 ] && [ -t 1 ] || echo -T); $(COMPOSE) exec $$tty master-node
+# A command in the control container (the CLI beside the scheduler); a TTY only when we have one (not in CI or pipes).
+IN_MASTER = tty=$$([ -t 0 ] && [ -t 1 ] || echo -T); $(COMPOSE) exec $$tty control
 NEED_COMPOSE = @if [ -z "$(COMPOSE)" ]; then echo "make: neither 'docker compose' nor 'docker-compose' is installed" >&2; exit 1; fi
 
 ##@ Help
@@ -53,7 +53,7 @@ clean: ## Stop the cluster and DELETE its volumes (jobs, data, models, logs); re
 
 token: ## An API token for the REST API and web page: make token [USER=name] [ADMIN=1] (printed once).
 	$(NEED_COMPOSE)
-	@$(COMPOSE) exec -T master-node minihpc token create $(or $(USER),$(shell id -un)) $(if $(ADMIN),--admin)
+	@$(COMPOSE) exec -T control minihpc token create $(or $(USER),$(shell id -un)) $(if $(ADMIN),--admin)
 
 ##@ Jobs
 .PHONY: submit queue logs cancel history prepare-data validate-model
@@ -61,7 +61,7 @@ submit: ## Submit a job: make submit JOB=jobs/hello.py [NODES=3] [PRIORITY=high]
 	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=n] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
 	@if [ ! -f "$(JOB)" ]; then echo "make submit: error: script '$(JOB)' does not exist" >&2; exit 2; fi
 	$(NEED_COMPOSE)
-	@$(COMPOSE) exec -T master-node minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
+	@$(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
 
 queue: ## Pending and running jobs.
 	$(NEED_COMPOSE)

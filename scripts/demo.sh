@@ -7,7 +7,7 @@ read -r -a compose <<< "${COMPOSE:-docker-compose}"
 EPOCHS=${EPOCHS:-8}
 MIN_ACCURACY=${MIN_ACCURACY:-0.90}
 t0=$(date +%s)
-in_master() { "${compose[@]}" exec -T master-node "$@"; }
+in_master() { "${compose[@]}" exec -T control "$@"; }
 step() { echo; echo "=== [$1/6] $2"; }
 
 step 1 "images (make build; cached after the first run)"

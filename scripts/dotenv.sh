@@ -45,7 +45,7 @@ env_ensure() {  # create .env from .env.example and generate every missing secre
         key=${line%%=*}
         grep -q "^$key=" "$ENV_FILE" || env_set "$key" "${line#*=}"
     done < <(grep -E '^[A-Z_]+=' .env.example)
-    for key in REDIS_PASSWORD GRAFANA_ADMIN_PASSWORD; do
+    for key in REDIS_PASSWORD GRAFANA_ADMIN_PASSWORD RESTART_TOKEN; do
         if [ -z "$(env_get "$key")" ]; then
             env_set "$key" "$(secret)"
         fi

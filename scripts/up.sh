@@ -45,14 +45,14 @@ while true; do
 done
 [ "$tty" = 1 ] && echo
 # Workers scaled away: forget them once they are down, so they do not linger as DOWN nodes.
-gone=$("${compose[@]}" exec -T master-node minihpc nodes --json | python3 -c '
+gone=$("${compose[@]}" exec -T control minihpc nodes --json | python3 -c '
 import json, re, sys
 n = int(sys.argv[1])
 print(" ".join(x["name"] for x in json.load(sys.stdin)
                if (m := re.fullmatch(r"worker-node-(\d+)", x["name"])) and int(m[1]) > n))' "$(env_get MINIHPC_WORKERS)")
 for node in $gone; do
     for _ in $(seq 30); do
-        "${compose[@]}" exec -T master-node minihpc nodes --forget "$node" >/dev/null 2>&1 && break
+        "${compose[@]}" exec -T control minihpc nodes --forget "$node" >/dev/null 2>&1 && break
         sleep 0.5
     done
 done

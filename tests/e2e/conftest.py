@@ -73,9 +73,11 @@ class ComposeCluster:
         return proc
 
     def minihpc(self, *args, check=True, timeout=300):
-        return self.docker_compose("exec", "-T", "master-node", "minihpc", *map(str, args), check=check, timeout=timeout)
+        """The CLI where `make` runs it: in the control container."""
+        return self.docker_compose("exec", "-T", "control", "minihpc", *map(str, args), check=check, timeout=timeout)
 
     def in_master(self, *args, check=True, timeout=300):
+        """A command in the master-node container (as its agent's user, root)."""
         return self.docker_compose("exec", "-T", "master-node", *map(str, args), check=check, timeout=timeout)
 
     def submit(self, job, nodes=1, args="") -> int:

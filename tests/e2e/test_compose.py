@@ -11,7 +11,7 @@ NODES = {"master-node", "worker-node-1", "worker-node-2"}
 
 def test_every_service_becomes_healthy(compose_cluster):
     health = compose_cluster.healthy()
-    assert {"redis", "prometheus", "api", *NODES} <= set(health)
+    assert {"redis", "control", "restart-proxy", "prometheus", "api", *NODES} <= set(health)
     assert set(health.values()) == {"healthy"}, health
 
 
@@ -73,8 +73,8 @@ def test_prometheus_scrapes_every_node(compose_cluster):
 
 
 def test_a_module_dropped_in_the_jobs_volume_runs_in_no_daemon(idle):
-    """Jobs can write /shared/jobs, the nodes' working directory. A redis.py planted there is
-    imported by no daemon: not by a node that restarts, nor by `minihpc` in the container."""
+    """Jobs cannot write /shared/jobs (tests/e2e/test_security.py), but an operator's stray
+    redis.py there is imported by no daemon: not by a node that restarts, nor by `minihpc`."""
     planted = "open('/shared/jobs/planted-ran', 'w').write('imported')\nraise SystemExit('planted redis.py ran')\n"
     idle.in_master("python3", "-c", f"open('/shared/jobs/redis.py', 'w').write({planted!r})")
     try:

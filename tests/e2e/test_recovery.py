@@ -162,3 +162,52 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle):
         assert not empty, panels.table(rows)
     finally:
         idle.minihpc("cancel", job_id)
+
+
+def _state(container_id: str) -> str:
+    return subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", container_id],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def _incident_kinds_since(cluster, since: float) -> list[str]:
+    return [i["kind"] for i in json.loads(cluster.minihpc("incidents", "--json", "-n", 300).stdout) if i["at"] >= since]
+
+
+def _ranks_running(cluster, job_id: int) -> None:
+    """Mid-job: every rank has started (past the launch, which needs Redis for its rendezvous)."""
+    wait_until(lambda: cluster.make("logs", f"ID={job_id}").stdout.count("sleepy rank") == 3, timeout=60,
+               interval=0.5, message=f"job {job_id}'s three ranks running")
+
+
+def test_redis_down_for_40s_mid_job_restarts_no_node_and_costs_the_job_no_requeue(idle):
+    job_id = idle.submit("tests/e2e/jobs/sleepy.py", nodes=3, args="75")
+    _ranks_running(idle, job_id)
+    since, redis = time.time(), container(idle, "redis")
+    subprocess.run(["docker", "stop", redis], check=True, capture_output=True)
+    time.sleep(40)
+    assert _state(redis) == "exited", "a deliberate stop (exit 0) is left alone by the restart proxy"
+    subprocess.run(["docker", "start", redis], check=True, capture_output=True)
+    job = idle.wait(job_id, timeout=180)
+    incidents = [i for i in json.loads(idle.minihpc("incidents", "--json", "-n", 300).stdout) if i["at"] >= since]
+    why = (job, incidents, idle.make("logs", f"ID={job_id}").stdout[-3000:],
+           idle.docker_compose("logs", "--tail=40", "control", "master-node", "worker-node-1", "worker-node-2").stdout[-8000:])
+    assert (job["state"], job["attempts"]) == ("COMPLETED", 1), why
+    kinds = [i["kind"] for i in incidents]
+    assert "down" not in kinds and "restart" not in kinds, why
+
+
+def test_the_control_plane_and_redis_killed_mid_job_come_back_and_the_job_completes(idle):
+    job_id = idle.submit("tests/e2e/jobs/sleepy.py", nodes=3, args="45")
+    _ranks_running(idle, job_id)
+    since, control, redis = time.time(), container(idle, "control"), container(idle, "redis")
+    subprocess.run(["docker", "kill", control, redis], check=True, capture_output=True)
+    # Docker leaves a killed container down (a manual stop); the restart proxy starts both again.
+    wait_until(lambda: _state(control) == "running" and _state(redis) == "running", timeout=60, interval=0.5,
+               message="control and redis running again")
+    back = time.time() - since
+    print(f"control and redis back {back:.1f}s after docker kill")
+    wait_until(lambda: idle.healthy().get("control") == "healthy", timeout=60, interval=0.5, message="control healthy")
+    job = idle.wait(job_id, timeout=180)
+    assert (job["state"], job["attempts"]) == ("COMPLETED", 1), job
+    kinds = _incident_kinds_since(idle, since)
+    assert "restart" not in kinds, kinds

@@ -190,3 +190,17 @@ def test_logs_follow_streams_until_the_job_ends(idle_cluster, tmp_path):
     assert job["state"] == "COMPLETED" and len(job["nodes"]) == 2
     for node in job["nodes"]:
         assert [f"{node}: line {i}" in out for i in range(5)] == [True] * 5
+
+
+def test_a_daemon_a_job_detaches_ends_with_its_rank_and_the_job_completes(idle_cluster, tmp_path):
+    """Slurm ends what a task leaves running; so does a rank here (it is its children's
+    subreaper). Without that, the daemon would also hold torchrun's pipes and the job never end."""
+    pid_file = tmp_path / "daemon.pid"
+    job_id = idle_cluster.submit(JOBS / "leave_daemon.py", pid_file)
+    job = idle_cluster.wait(job_id, timeout=60)
+    assert job["state"] == "COMPLETED", job
+    pid = int(pid_file.read_text())
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               timeout=5, message=f"daemon {pid} gone")
+    logs = idle_cluster.cli("logs", job_id).stdout
+    assert "1 process(es) the script left running were ended with its rank" in logs, logs

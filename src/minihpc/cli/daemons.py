@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from minihpc.core.config import Settings, local_state_dir, shared_layout
+from minihpc.core.config import Settings, local_state_dir, published_settings, shared_layout
 from minihpc.core.errors import UsageError
 
 API_PORT = 8080
@@ -25,7 +25,7 @@ def cmd_up(args, settings: Settings) -> int:
     if not args.local:
         raise UsageError("'minihpc up' without --local starts nothing; use 'make up' for the Compose cluster")
     url = local.up(Path(args.state_dir), args.workers, args.port, log=lambda m: print(m, file=sys.stderr),
-                   api_port=args.api_port)
+                   api_port=args.api_port, published=published_settings(settings))
     print(f"export MINIHPC_REDIS_URL={url}")
     return 0
 
@@ -38,15 +38,19 @@ def cmd_down(args, settings: Settings) -> int:
 
 
 def cmd_master(args, settings: Settings) -> int:
+    if args.check:
+        return _master_check(settings)
     from minihpc.master.loop import Master
     from minihpc.restart.spec import from_spec
 
-    master = Master(settings, restarter=from_spec(args.restarter))
+    env = dict(os.environ, MINIHPC_RESTART_TOKEN_FILE=args.restart_token_file) if args.restart_token_file else None
+    master = Master(settings, restarter=from_spec(args.restarter, env))
     sd_file = None
     if args.shared_dir:
         # A cluster on shared volumes (the containers, or hosts with a shared mount): the master
         # publishes the layout every node and the CLI use, and Prometheus's targets beside it.
-        master.store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), created_at=str(time.time())))
+        master.store.set_cluster_info(dict(shared_layout(args.shared_dir, args.mode), **published_settings(settings),
+                                           created_at=str(time.time())))
         sd_file = os.path.join(args.shared_dir, "prometheus", "targets.json")
     master.sd_file = args.prometheus_sd_file or sd_file
     if args.metrics_port is not None:
@@ -61,6 +65,18 @@ def cmd_master(args, settings: Settings) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _master_check(settings: Settings) -> int:
+    """A healthcheck: 0 while the master's heartbeat key is in Redis (its loop runs)."""
+    from minihpc.state.connect import connect
+    from minihpc.state.store import Store
+
+    if Store(connect(settings.redis_url)).master_alive():
+        print("master: alive")
+        return 0
+    print("minihpc master: no heartbeat from the master (its loop is not running)", file=sys.stderr)
+    return 1
 
 
 def cmd_api(args, settings: Settings) -> int:
@@ -85,10 +101,56 @@ def cmd_node(args, settings: Settings) -> int:
 
 
 def cmd_restart_proxy(args, settings: Settings) -> int:
+    from minihpc.restart.engine import Engine
     from minihpc.restart.proxy import serve
+    from minihpc.restart.rules import RateLimits
+    from minihpc.restart.token import load_token
+    from minihpc.restart.watchdog import WatchPolicy
 
-    serve(args.port, args.docker_socket)
+    token = load_token(os.environ, args.token_file)  # none: one line and exit 1, before serving
+    limits = RateLimits(args.node_interval, args.max_restarts, args.window)
+    watched = [s.strip() for s in args.watch.split(",") if s.strip()]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # PID 1 in its container: stop at once
+    serve(args.host, args.port, Engine(args.docker_socket), token, settings.redis_url, limits,
+          WatchPolicy(interval=args.watch_interval), watched)
     return 0
+
+
+def _positive(kind):
+    def parse(value: str):
+        number = kind(value)
+        if number <= 0:
+            raise ValueError(value)
+        return number
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def _add_restart_proxy_parser(sub) -> None:
+    from minihpc.restart import rules
+
+    env = os.environ.get
+    p = sub.add_parser("restart-proxy", help="restart this Compose project's DOWN node containers on request, "
+                                             "and bring its Redis back (a cluster daemon)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0, in a container)")
+    p.add_argument("--port", type=int, default=8700)
+    p.add_argument("--docker-socket", default="/var/run/docker.sock")
+    p.add_argument("--token-file", default=None,
+                   help="file holding the restart token (also MINIHPC_RESTART_TOKEN_FILE; else MINIHPC_RESTART_TOKEN)")
+    p.add_argument("--node-interval", type=_positive(float), default=env("MINIHPC_PROXY_NODE_INTERVAL", str(rules.NODE_INTERVAL)),
+                   help=f"seconds between two restarts of one node, at least (default {rules.NODE_INTERVAL:g}, "
+                        "or MINIHPC_PROXY_NODE_INTERVAL)")
+    p.add_argument("--max-restarts", type=_positive(int), default=env("MINIHPC_PROXY_MAX_RESTARTS", str(rules.MAX_RESTARTS)),
+                   help=f"restarts of all nodes per --window, at most (default {rules.MAX_RESTARTS}, or MINIHPC_PROXY_MAX_RESTARTS)")
+    p.add_argument("--window", type=_positive(float), default=env("MINIHPC_PROXY_WINDOW", str(rules.RESTART_WINDOW)),
+                   help=f"seconds (default {rules.RESTART_WINDOW:g}, or MINIHPC_PROXY_WINDOW)")
+    p.add_argument("--watch", default=env("MINIHPC_PROXY_WATCH", "redis"),
+                   help="services of this project to start again when killed or crashed, comma-separated "
+                        "(default redis, or MINIHPC_PROXY_WATCH; '': none)")
+    p.add_argument("--watch-interval", type=_positive(float), default=env("MINIHPC_PROXY_WATCH_INTERVAL", "1"),
+                   help="seconds between two checks of each watched service (default 1, or MINIHPC_PROXY_WATCH_INTERVAL)")
+    p.set_defaults(func=cmd_restart_proxy)
 
 
 def add_parsers(sub) -> None:
@@ -112,9 +174,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--mode", default="compose", help="the cluster's mode as shown to users (with --shared-dir)")
     p.add_argument("--prometheus-sd-file", default=None, help="keep Prometheus file-SD targets here")
     p.add_argument("--restarter", default=None, help="how DOWN nodes are restarted: local:STATE_DIR, docker:URL or none")
+    p.add_argument("--restart-token-file", default=None,
+                   help="with docker:URL: file holding the restart proxy's token (also MINIHPC_RESTART_TOKEN_FILE; "
+                        "else MINIHPC_RESTART_TOKEN)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve the cluster's metrics (nodes, queue, jobs, training) on this port (0: any free one)")
     p.add_argument("--addr", default=None, help="address Prometheus reaches the metrics at (default: hostname)")
+    p.add_argument("--check", action="store_true", help="exit 0 only if the master's loop runs (healthchecks)")
     p.set_defaults(func=cmd_master)
 
     p = sub.add_parser("agent", help="run a node agent (a cluster daemon)")
@@ -140,7 +206,4 @@ def add_parsers(sub) -> None:
                    help="seconds to wait for Redis to answer first (a starting container)")
     p.set_defaults(func=cmd_api)
 
-    p = sub.add_parser("restart-proxy", help="restart this Compose project's node containers on request")
-    p.add_argument("--port", type=int, default=8700)
-    p.add_argument("--docker-socket", default="/var/run/docker.sock")
-    p.set_defaults(func=cmd_restart_proxy)
+    _add_restart_proxy_parser(sub)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 
 from minihpc.client.access import login_name
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, Priority
+from minihpc.machine import files
 from minihpc.state.store import Store
 
 
@@ -77,7 +77,23 @@ def check_script(text: str, name: str) -> None:
         raise UsageError(f"invalid script name {name!r}: expected a file name such as train.py")
 
 
-def validate(request: Request, capacity: int) -> None:
+def tasks_limit(cluster: dict[str, str], cpus: list[int]) -> tuple[int, str] | None:
+    """The most tasks per node a job may ask for, and where that number comes from: the
+    cluster's max_tasks_per_node when the master published one (not 0), else the CPUs of the
+    largest registered node; None when neither says (no node has registered yet)."""
+    try:
+        setting = int(cluster.get("max_tasks_per_node") or 0)
+    except ValueError:
+        setting = 0
+    if setting > 0:
+        return setting, "MINIHPC_MAX_TASKS_PER_NODE"
+    largest = max((c for c in cpus if c > 0), default=0)
+    return (largest, "the CPUs of the largest node") if largest else None
+
+
+def validate(request: Request, capacity: int, limit: tuple[int, str] | None = None) -> None:
+    """UsageError for a request no cluster of ``capacity`` nodes, each running at most
+    ``limit`` tasks (see :func:`tasks_limit`), could ever run."""
     if request.nodes < 1:
         raise UsageError(f"--nodes must be at least 1, got {request.nodes}")
     if request.tasks_per_node < 1:
@@ -87,6 +103,25 @@ def validate(request: Request, capacity: int) -> None:
             f"job needs {request.nodes} node{'s' if request.nodes != 1 else ''}; "
             f"the cluster has {capacity}"
         )
+    if limit is not None and request.tasks_per_node > limit[0]:
+        raise UsageError(
+            f"--ntasks-per-node {request.tasks_per_node} is over the limit of {limit[0]} "
+            f"task{'s' if limit[0] != 1 else ''} per node ({limit[1]})"
+        )
+
+
+SPOOLED_MODE = 0o444
+"""A spooled script is read-only: the job runs what was submitted (its sha256 is checked before
+each launch), and deleting the job still removes it (its directory stays writable)."""
+
+
+def write_spooled(path: str, data: bytes) -> None:
+    """Write the job's copy of its script durably before the job is recorded: a submit that was
+    acknowledged has its script on disk even if the machine dies the next moment."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    files.replace(path, data, durable=True, mode=SPOOLED_MODE)
+    files.fsync_dir(os.path.dirname(directory))  # the job's own directory in the spool, too
 
 
 def submit(store: Store, request: Request) -> Job:
@@ -97,7 +132,7 @@ def submit(store: Store, request: Request) -> Job:
     text = request.text if request.text is not None else read_script(source)
     check_script(text, name if from_stdin else os.path.basename(source))
     cluster = store.cluster_info()
-    validate(request, store.node_count())
+    validate(request, store.node_count(), tasks_limit(cluster, [n.cpus for n in store.node_statuses()]))
     if request.dependency:
         states = store.job_states(request.dependency)
         missing = [d for d, s in states.items() if s is None]
@@ -107,13 +142,9 @@ def submit(store: Store, request: Request) -> Job:
             )
     job_id = store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
-    os.makedirs(spool, exist_ok=True)
     copy = os.path.join(spool, name or os.path.basename(source))
     data = text.encode("utf-8")
-    with open(copy, "wb") as fh:
-        fh.write(data)
-    if not from_stdin:
-        shutil.copymode(source, copy)
+    write_spooled(copy, data)
     job = Job(
         id=job_id,
         name=request.name or name or os.path.basename(source),

@@ -47,6 +47,15 @@ RESTART_WINDOW = 600.0
 RESTART_BACKOFF_MAX = 30.0
 """Longest wait between restarts of a failing node (the wait doubles from 1 s)."""
 
+MAX_TASKS_PER_NODE = 0
+"""Most ranks a job may ask for on one node (Slurm's MaxTasksPerNode); 0: the CPUs of the
+largest registered node. The master publishes it in the cluster record, so every face (CLI,
+API) refuses the same submissions."""
+
+JOB_USER = ""
+"""The user a node's ranks run as (MINIHPC_JOB_USER; ``job`` in the image, whose agent runs as
+root for that alone). Empty: the agent's own user (local mode on a user's own account)."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -61,6 +70,8 @@ class Settings:
     restart_budget: int = RESTART_BUDGET
     restart_window: float = RESTART_WINDOW
     restart_backoff_max: float = RESTART_BACKOFF_MAX
+    max_tasks_per_node: int = MAX_TASKS_PER_NODE
+    job_user: str = JOB_USER
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -85,6 +96,12 @@ def shared_layout(shared_dir: str | Path, mode: str) -> dict[str, str]:
         "checkpoint_dir": str(root / "models"),
         "data_dir": str(root / "data"),
     }
+
+
+def published_settings(settings: Settings) -> dict[str, str]:
+    """The settings that go in the cluster record beside the layout: the limits every face
+    checks a submission against, one value for the whole cluster whoever submits."""
+    return {"max_tasks_per_node": str(settings.max_tasks_per_node)}
 
 
 def local_redis_url_file(state_dir: Path | None = None) -> Path:
@@ -126,12 +143,16 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
-_COUNTS = {"max_requeues": 0, "restart_budget": 1}
+_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0}
 """Whole-number settings, with their least value."""
 
 
+_TEXTS = {"redis_url", "job_user"}
+"""Settings kept as text."""
+
+
 def _coerce(name: str, value):
-    if name == "redis_url":
+    if name in _TEXTS:
         return str(value)
     if name in _COUNTS:
         try:

@@ -35,6 +35,7 @@ class LaunchSpec:
     log_path: str = ""
     checkpoint_dir: str = ""
     data_dir: str = ""
+    script_sha256: str = ""  # what was submitted: checked before the ranks start (script_changed)
 
     @property
     def nnodes(self) -> int:
@@ -50,6 +51,20 @@ class LaunchSpec:
     @classmethod
     def from_payload(cls, payload: dict) -> LaunchSpec:
         return cls(**payload)
+
+
+def script_changed(spec: LaunchSpec, actual: str | None) -> str | None:
+    """Why the spooled script must not run -- it is gone, or its sha256 (``actual``) is not the
+    one recorded at submit -- or None when it is what was submitted (or a task from before
+    sha256s were dispatched recorded none)."""
+    if not spec.script_sha256:
+        return None
+    if actual is None:
+        return f"script {spec.script} is gone since submit (recorded sha256 {spec.script_sha256[:12]})"
+    if actual != spec.script_sha256:
+        return (f"script {spec.script} changed after submit: sha256 {actual[:12]} "
+                f"!= recorded {spec.script_sha256[:12]}")
+    return None
 
 
 def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:

@@ -33,8 +33,10 @@ def recent(restarts: list[float], policy: RestartPolicy, now: float) -> list[flo
     return sorted(t for t in restarts if now - t < policy.window)
 
 
-def backoff(count: int, policy: RestartPolicy) -> float:
-    """Delay before restart number ``count + 1`` in the window: none for the first."""
+def backoff(count: int, policy) -> float:
+    """Delay before restart number ``count + 1`` in the window: none for the first. ``policy``:
+    anything with ``backoff_initial`` and ``backoff_max`` (a RestartPolicy, the restart proxy's
+    WatchPolicy)."""
     if count == 0:
         return 0.0
     return min(policy.backoff_max, policy.backoff_initial * 2 ** (count - 1))

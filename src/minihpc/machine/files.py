@@ -1,13 +1,16 @@
-"""Replacing a file so that a reader sees the old version or the new one, never a mix."""
+"""Replacing a file so that a reader sees the old version or the new one, never a mix (and,
+when asked, so that it survives a crash); a file's digest."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """Make a directory's entries (a file renamed or created in it) survive a crash."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -35,4 +38,16 @@ def replace(path: str | os.PathLike, data: bytes, durable: bool = False, mode: i
             os.unlink(tmp)
         raise
     if durable:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
+
+
+def sha256(path: str | os.PathLike) -> str | None:
+    """The hex sha256 of a file's bytes; None when it cannot be read (gone, not a file)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 16), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()

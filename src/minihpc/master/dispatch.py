@@ -37,6 +37,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             log_path=os.path.join(log_dir, f"{name}.log"),
             checkpoint_dir=checkpoint_dir,
             data_dir=cluster.get("data_dir", ""),
+            script_sha256=job.script_sha256,
         )
         for rank, name in enumerate(job.nodes)
     ]

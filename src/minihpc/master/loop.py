@@ -40,7 +40,10 @@ class Master:
         self.live_heartbeats: list[float | None] = []
         self.cluster_metrics: str | None = None
         self.redis_lost_at: float | None = None  # when Redis stopped answering (None: it answers)
-        self.redis_back_at: float | None = None  # when it last answered again after an outage
+        # When it last answered again after an outage. A master that has just started has seen no
+        # heartbeat yet and may be starting after an outage (its container killed with Redis,
+        # whose alive keys lapsed meanwhile): it gives the nodes the same grace to beat again.
+        self.redis_back_at: float | None = time.time()
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,

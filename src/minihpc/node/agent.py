@@ -22,6 +22,7 @@ from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
+from minihpc.node import identity
 from minihpc.node.share import run_share
 from minihpc.state.connect import connect
 from minihpc.state.queues import SERIALIZER, node_queue
@@ -111,6 +112,9 @@ class NodeAgent:
     def start(self) -> None:
         """Register the node and forget anything a previous incarnation held: its ranks died
         with it, so its allocation and undelivered launch tasks are void."""
+        who = identity.resolve(self.settings.job_user)  # a user it cannot become fails here, not per job
+        if who is not None:
+            log.info("node %s: jobs run as %s (uid %s)", self.name, who.user, who.uid)
         queue = self.queue()
         stale = self.store.release_node(self.name)
         if stale is not None:

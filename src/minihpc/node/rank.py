@@ -28,9 +28,47 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> bool:
+    """Make processes the script detaches (a double fork, setsid) this rank's children rather
+    than init's, so that they can be found, and ended with the rank, as Slurm ends a task's."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _end_leftovers(grace: float = 1.0) -> None:
+    """Nothing the script started outlives its rank (a daemon it left would also hold
+    torchrun's pipes open, so the job would never end): SIGTERM, then SIGKILL after ``grace``."""
+    import psutil
+
+    left = psutil.Process().children(recursive=True)
+    if not left:
+        return
+    for proc in left:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    print(f"minihpc: {len(left)} process(es) the script left running were ended with its rank "
+          f"(pids {', '.join(str(p.pid) for p in left)})", file=sys.stderr, flush=True)
+
+
 def run(script: str, args: list[str]) -> int:
     """Run the script as ``__main__`` with ``args``; its exit status, after the atexit
-    handlers and flushing output."""
+    handlers and flushing output, and after ending whatever it left running."""
+    reaper = _become_subreaper()
     os.environ["SLURM_PROCID"] = os.environ.get("RANK", "0")
     os.environ["SLURM_LOCALID"] = os.environ.get("LOCAL_RANK", "0")
     sys.argv = [script, *args]
@@ -53,6 +91,11 @@ def run(script: str, args: list[str]) -> int:
                 stream.flush()
             except Exception:  # noqa: BLE001
                 pass
+    if reaper:
+        try:
+            _end_leftovers()
+        except Exception as exc:  # noqa: BLE001 - the script's own status still stands
+            print(f"minihpc: could not end what the script left running: {exc}", file=sys.stderr, flush=True)
     return code
 
 

@@ -20,13 +20,15 @@ from enum import Enum
 import redis
 
 from minihpc.core.config import Settings
-from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, torchrun_args
+from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, script_changed, torchrun_args
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
 from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
 from minihpc.job import progress
+from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import process_tree, terminate
+from minihpc.node import identity
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
@@ -128,10 +130,15 @@ class _Progress:
 def _read_record(path: str) -> bytes | None:
     """A progress file's bytes (one more than a record may have, so a huge one is seen as such)."""
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", opener=_no_follow) as fh:
             return fh.read(MAX_BYTES + 1)
     except OSError:
         return None
+
+
+def _no_follow(path: str, flags: int) -> int:
+    """Open a file a job wrote without following a link it may have put there instead."""
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _unlink(path: str) -> None:
@@ -216,6 +223,7 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
     """torchrun for this node's ranks, watched until they end or must be torn down."""
     with _failing(f"cannot write the job log {spec.log_path}"):
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
+        identity.like_parent(os.path.dirname(spec.log_path))
         out = open(spec.log_path, "ab", buffering=0)  # noqa: SIM115 - closed below, whatever happens
     try:
         with _failing(f"cannot write the job log {spec.log_path}"):
@@ -223,9 +231,13 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
                 f"=== {_stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
                 f"{spec.node_rank} of {spec.nnodes}, master {spec.master_addr}:{port}) ===\n".encode()
             )
+        changed = script_changed(spec, files.sha256(spec.script))
+        if changed:  # not what was submitted: it must not run (the job fails with why)
+            raise ShareFailed(changed)
         if spec.checkpoint_dir:
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
+                identity.give(spec.checkpoint_dir, identity.resolve(settings.job_user))
         result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out)
         _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
@@ -246,11 +258,12 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     env = job_env(spec, port, dict(os.environ))
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = reports.path
+    who = identity.resolve(settings.job_user)
     with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
         proc = subprocess.Popen(
             [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
             cwd=spec.workdir or None, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, **(who.popen_kwargs() if who else {}),
         )
     log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
     try:
@@ -265,7 +278,21 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
             proc.wait()
             _unlink(result_file)
         reports.remove()
+        _reap(spec, who, settings.kill_wait, out)
     return _read_result(result_file, returncode), stopped, reports.summary()
+
+
+def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float, out) -> None:
+    """Nothing of a job outlives its share: processes of the job user that left the launcher's
+    tree (a double-forked daemon) are torn down too, and the job's log says so."""
+    left = identity.leftovers(who)
+    if not left:
+        return
+    log.warning("job %s attempt %s: %d process(es) left behind on %s; killing them",
+                spec.job_id, spec.attempt, len(left), spec.node)
+    terminate(left, kill_wait)
+    _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: {len(left)} process(es) the job left "
+               f"running after its ranks ended were killed ===\n")
 
 
 def _note(out, line: str) -> None:
@@ -299,7 +326,7 @@ def _read_result(path: str, returncode: int) -> NodeResult:
     """The launcher's own account of the first failing rank, else its return code (also when
     the file is not what the launcher writes: a job script may have written it)."""
     try:
-        with open(path) as fh:
+        with open(path, opener=_no_follow) as fh:
             data = json.load(fh)
         os.unlink(path)
     except (OSError, ValueError):

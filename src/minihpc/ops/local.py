@@ -99,9 +99,11 @@ def _apt_install(package: str) -> None:
             POLICY_RC.unlink(missing_ok=True)
 
 
-def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None) -> str:
+def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None,
+       published: dict[str, str] | None = None) -> str:
     """Start the local cluster and return its Redis URL (with the generated password); with
-    ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`)."""
+    ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`).
+    ``published``: settings for the cluster record beside the layout (config.published_settings)."""
     if workers < 0:
         raise UsageError(f"--workers must be 0 or more, got {workers}")
     state = LocalState(state_dir)
@@ -126,7 +128,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.save_redis_conf(redis_conf(state, port, password))
     pids = {"redis": _spawn([server, str(state.redis_conf)], state.log("redis"), env)}
     store = Store(_wait_for_redis(url, pids, state))
-    store.set_cluster_info(dict(layout, created_at=str(time.time())))
+    store.set_cluster_info(dict(layout, **(published or {}), created_at=str(time.time())))
     names = node_names(workers)
     # Each node's command line, so the health monitor can respawn a node that died.
     agents = {

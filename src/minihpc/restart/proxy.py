@@ -1,122 +1,165 @@
 """The restart proxy: the one process in a Compose cluster that holds the Docker socket.
 
-It offers the health monitor exactly one action, ``POST /restart/<node>``, for containers of
-its own Compose project whose service is a minihpc node (``master-node``, ``worker-node-N``):
-it unpauses the container if paused, then restarts it (which also starts a stopped one).
-Nothing else of the Docker API is reachable through it: no exec, no create, no other project.
-It runs no jobs, and the node containers never see the socket.
+Its API is two routes: ``GET /health`` (open, for the healthcheck; says nothing secret) and
+``POST /restart/<node>``, which restarts that node's container of this Compose project only if
+every rule lets it through, in this order:
+
+- 401: the request carries the restart token (:mod:`minihpc.restart.token`);
+- 403: the name is a node's, never the control plane's (:func:`~minihpc.restart.rules.name_refusal`);
+- 503 / 409: Redis answers and shows the node DOWN (:func:`~minihpc.restart.rules.state_refusal`);
+- 404 / 403: the node has a container, and it is not the caller's own;
+- 429: the rate limits allow it (:func:`~minihpc.restart.rules.allow`).
+
+It unpauses a paused container, then restarts it (which also starts a stopped one). Nothing
+else of the Docker API is reachable through it. It also runs the watchdog that starts Redis
+again when it was killed or crashed (:mod:`minihpc.restart.watchdog`). It runs no jobs, and the node containers never see the socket.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import re
-import socket
-import urllib.parse
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import redis
+
+from minihpc.core.errors import ClusterUnavailable
+from minihpc.core.models import NodeState
+from minihpc.restart.engine import DockerError, Engine
+from minihpc.restart.watchdog import Watchdog, WatchPolicy
+from minihpc.restart.rules import RateLimits, allow, caller_refusal, name_refusal, prune, state_refusal
+from minihpc.restart.token import authorized
+from minihpc.state.connect import connect
+from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
-NODE_NAME = re.compile(r"^(master-node|worker-node-[0-9]{1,4})$")
-DOCKER_SOCKET = "/var/run/docker.sock"
+ROUTES = "only GET /health and POST /restart/<node>"
+STOP_TIMEOUT = 5
+"""Seconds Docker gives a node's processes to stop before it kills them on restart."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
+class NodeStates:
+    """A node's state as the cluster's Redis shows it, connecting on first use (the proxy
+    starts, and keeps serving, while Redis is down)."""
 
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.socket_path)
+    def __init__(self, redis_url: str):
+        self.redis_url = redis_url
+        self._store: Store | None = None
 
-
-def docker(method: str, path: str, socket_path: str = DOCKER_SOCKET, timeout: float = 60.0):
-    """One Docker Engine API call over the socket -> (status, decoded JSON or text)."""
-    conn = _UnixConnection(socket_path, timeout)
-    try:
-        conn.request(method, path, headers={"Host": "docker"})
-        resp = conn.getresponse()
-        body = resp.read().decode()
-    finally:
-        conn.close()
-    try:
-        return resp.status, json.loads(body) if body else None
-    except ValueError:
-        return resp.status, body
+    def state(self, node: str) -> NodeState | None:
+        """The node's state, None if it never registered; ClusterUnavailable or a RedisError
+        when Redis does not answer."""
+        store = self._store or Store(connect(self.redis_url))
+        try:
+            statuses = store.node_statuses()
+        except redis.RedisError:
+            self._store = None
+            raise
+        self._store = store
+        return next((s.state for s in statuses if s.name == node), None)
 
 
-def own_project(socket_path: str = DOCKER_SOCKET) -> str:
-    """The Compose project this proxy belongs to, from its own container's labels."""
-    status, info = docker("GET", f"/containers/{socket.gethostname()}/json", socket_path)
-    if status != 200:
-        raise RuntimeError(f"cannot inspect this container ({status}): {info}")
-    project = info["Config"]["Labels"].get("com.docker.compose.project")
-    if not project:
-        raise RuntimeError("this container has no com.docker.compose.project label")
-    return project
+class RestartProxy:
+    """The decisions of one request, without HTTP: ``post()`` -> (status, message)."""
+
+    def __init__(self, engine: Engine, project: str, token: str, nodes: NodeStates,
+                 limits: RateLimits | None = None, clock=time.time):
+        self.engine = engine
+        self.project = project
+        self.token = token
+        self.nodes = nodes
+        self.limits = limits or RateLimits()
+        self.clock = clock
+        self.history: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+
+    def post(self, path: str, authorization: str | None, caller: str) -> tuple[int, str]:
+        if not authorized(authorization, self.token):
+            return 401, "missing or wrong restart token; expected Authorization: Bearer <MINIHPC_RESTART_TOKEN>"
+        match = re.fullmatch(r"/restart/([^/?]+)", path)
+        if not match:
+            return 404, ROUTES
+        try:
+            return self.restart(match.group(1), caller)
+        except DockerError as exc:
+            return 502, str(exc)
+
+    def restart(self, node: str, caller: str) -> tuple[int, str]:
+        refusal = name_refusal(node)
+        if refusal:
+            return 403, refusal
+        try:
+            state = self.nodes.state(node)
+        except (ClusterUnavailable, redis.RedisError) as exc:
+            return 503, f"cannot read {node}'s state from Redis ({exc}); not restarting"
+        refusal = state_refusal(node, state)
+        if refusal:
+            return 409, refusal
+        container = self.engine.find(self.project, node)
+        if container is None:
+            return 404, f"no container for node {node} in Compose project {self.project}"
+        refusal = caller_refusal(node, container, caller)
+        if refusal:
+            return 403, refusal
+        with self.lock:  # check and record as one step: two requests at once are two restarts
+            now = self.clock()
+            ok, reason = allow(now, self.history, node, self.limits)
+            if not ok:
+                return 429, reason
+            self.history = prune(self.history, now, self.limits) + [(now, node)]
+        cid = container["Id"]
+        if container.get("State") == "paused":
+            self.engine.act(cid, "unpause")
+        self.engine.act(cid, f"restart?t={STOP_TIMEOUT}")
+        return 200, f"restarted {node} ({cid[:12]}), DOWN in Redis"
 
 
-def find_node(project: str, node: str, socket_path: str = DOCKER_SOCKET) -> dict | None:
-    labels = [f"com.docker.compose.project={project}", f"com.docker.compose.service={node}"]
-    query = urllib.parse.urlencode({"all": "1", "filters": json.dumps({"label": labels})})
-    status, found = docker("GET", f"/containers/json?{query}", socket_path)
-    if status != 200:
-        raise RuntimeError(f"listing containers failed ({status}): {found}")
-    return found[0] if found else None
-
-
-def restart_node(project: str, node: str, socket_path: str = DOCKER_SOCKET) -> tuple[int, str]:
-    """(HTTP status, message) for a restart request; pure policy first, then the API."""
-    if not NODE_NAME.match(node):
-        return 403, f"{node!r} is not a minihpc node"
-    container = find_node(project, node, socket_path)
-    if container is None:
-        return 404, f"no container for node {node} in project {project}"
-    cid = container["Id"]
-    if container.get("State") == "paused":
-        docker("POST", f"/containers/{cid}/unpause", socket_path)
-    status, body = docker("POST", f"/containers/{cid}/restart?t=5", socket_path)
-    if status != 204:
-        return 502, f"docker restart {node}: {status} {body}"
-    return 200, f"restarted {node} ({cid[:12]})"
-
-
-def serve(port: int, socket_path: str = DOCKER_SOCKET) -> None:
-    project = own_project(socket_path)
-    log.info("restart proxy for project %s on port %s", project, port)
-
+def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, status: int, message: str) -> None:
             data = json.dumps({"message": message}).encode()
             self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", "Bearer")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
         def do_GET(self):  # noqa: N802 - http.server's naming
-            if self.path == "/health":
-                self._answer(200, f"ok ({project})")
-            else:
-                self._answer(404, "only POST /restart/<node> and GET /health")
+            self._answer(*((200, "ok") if self.path == "/health" else (404, ROUTES)))
 
         def do_POST(self):  # noqa: N802
-            match = re.fullmatch(r"/restart/([^/]+)", self.path)
-            if not match:
-                self._answer(404, "only POST /restart/<node> and GET /health")
-                return
+            caller = self.client_address[0]
             try:
-                status, message = restart_node(project, match.group(1), socket_path)
-            except Exception as exc:  # noqa: BLE001 - report, keep serving
-                status, message = 502, str(exc)
-            log.warning("restart %s: %s %s", match.group(1), status, message)
+                status, message = proxy.post(self.path, self.headers.get("Authorization"), caller)
+            except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
+                log.exception("POST %s from %s failed", self.path[:100], caller)
+                status, message = 500, f"{type(exc).__name__}: {exc}"
+            log.warning("POST %s from %s: %s %s", self.path[:100], caller, status, message)
             self._answer(status, message)
 
-        def log_message(self, *args):  # quiet: the warning above is the log
+        def log_message(self, *args):  # quiet: the line above is the log
             pass
 
-    ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve(host: str, port: int, engine: Engine, token: str, redis_url: str,
+          limits: RateLimits, watch: WatchPolicy, watched: list[str]) -> None:
+    """Serve until the process ends, keeping the ``watched`` services of this project up."""
+    project = engine.own_project()
+    proxy = RestartProxy(engine, project, token, NodeStates(redis_url), limits)
+    server = make_server(proxy, host, port)
+    for service in watched:
+        Watchdog(engine, project, service, policy=watch).start()
+    log.info("restart proxy for project %s on %s:%s; at most one restart per node every %gs and %d per %gs; "
+             "watching %s every %gs", project, host, port, limits.node_interval, limits.max_restarts, limits.window,
+             ", ".join(watched) or "nothing", watch.interval)
+    server.serve_forever()

@@ -2,12 +2,16 @@
 
 - ``local:STATE_DIR`` -- respawn the node's agent process (:mod:`minihpc.restart.local`);
 - ``docker:URL`` -- ask the cluster's restart proxy, the only holder of the Docker socket, to
-  restart the node's container (:mod:`minihpc.restart.docker`, :mod:`minihpc.restart.proxy`);
+  restart the node's container (:mod:`minihpc.restart.docker`, :mod:`minihpc.restart.proxy`),
+  with the restart token from MINIHPC_RESTART_TOKEN_FILE or MINIHPC_RESTART_TOKEN
+  (:mod:`minihpc.restart.token`);
 - later, systemd over SSH for hosts provisioned by Ansible: the same one-method interface.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Protocol
 
 from minihpc.core.errors import UsageError
@@ -18,8 +22,9 @@ class Restarter(Protocol):
         """Bring ``node`` back or raise; may take seconds (the monitor calls it off-loop)."""
 
 
-def from_spec(spec: str | None) -> Restarter | None:
-    """``local:STATE_DIR``, ``docker:URL`` or None (no restarts)."""
+def from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> Restarter | None:
+    """``local:STATE_DIR``, ``docker:URL`` or None (no restarts). A docker restarter without
+    a token in ``env`` (default: this process's) is a UsageError now, not a 401 at each restart."""
     if not spec or spec == "none":
         return None
     kind, _, arg = spec.partition(":")
@@ -29,6 +34,7 @@ def from_spec(spec: str | None) -> Restarter | None:
         return LocalRestarter(arg)
     if kind == "docker" and arg:
         from minihpc.restart.docker import DockerRestarter
+        from minihpc.restart.token import load_token
 
-        return DockerRestarter(arg)
+        return DockerRestarter(arg, load_token(os.environ if env is None else env))
     raise UsageError(f"invalid --restarter {spec!r}: expected local:STATE_DIR, docker:URL or none")
