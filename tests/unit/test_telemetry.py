@@ -93,6 +93,9 @@ def test_outage_grace_lasts_one_node_timeout_and_a_heartbeat_after_redis_answers
     assert in_outage_grace(NOW, NOW, 2.5, 0.5)
     assert in_outage_grace(NOW, NOW + 2.99, 2.5, 0.5)
     assert not in_outage_grace(NOW, NOW + 3.0, 2.5, 0.5)
+    # A node's client may still be in a connection attempt (3 s) begun while Redis was away.
+    assert in_outage_grace(NOW, NOW + 5.99, 2.5, 0.5, reconnect=3.0)
+    assert not in_outage_grace(NOW, NOW + 6.0, 2.5, 0.5, reconnect=3.0)
 
 
 def test_an_answer_counts_as_an_outage_only_when_an_alive_key_could_have_lapsed():

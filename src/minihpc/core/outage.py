@@ -4,11 +4,19 @@ judges no node by its heartbeats until the nodes have had the time to beat again
 from __future__ import annotations
 
 
-def in_outage_grace(back_at: float | None, now: float, node_timeout: float, heartbeat_interval: float) -> bool:
-    """Whether ``now`` is within one node timeout (and a heartbeat) of Redis answering again
+def outage_grace(node_timeout: float, heartbeat_interval: float, reconnect: float = 0.0) -> float:
+    """Seconds after Redis answers again before nodes are judged by their heartbeats: a node
+    timeout and a heartbeat, plus ``reconnect``, the longest a node's client may still be in a
+    call it began while Redis was away (its first beat comes that much later)."""
+    return node_timeout + heartbeat_interval + reconnect
+
+
+def in_outage_grace(back_at: float | None, now: float, node_timeout: float, heartbeat_interval: float,
+                    reconnect: float = 0.0) -> bool:
+    """Whether ``now`` is within the grace (:func:`outage_grace`) of Redis answering again
     at ``back_at`` (None: no outage seen): no node is judged DOWN, restarted, or blamed for a
     job meanwhile; a node that is really gone is judged once the grace is over."""
-    return back_at is not None and now < back_at + node_timeout + heartbeat_interval
+    return back_at is not None and now < back_at + outage_grace(node_timeout, heartbeat_interval, reconnect)
 
 
 def lapsing_silence(node_timeout: float, heartbeat_interval: float) -> float:

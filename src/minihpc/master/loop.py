@@ -13,17 +13,23 @@ import time
 from minihpc.core import scheduler
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus
-from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence
+from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
 from minihpc.core.outcome import held_failure
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
 from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
 from minihpc.metrics import discovery
 from minihpc.restart.spec import Restarter
-from minihpc.state.connect import BLOCK_MAX, REDIS_ERRORS, connect
+from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
+
+RECONNECT = CONNECT_TIMEOUT + SOCKET_TIMEOUT
+"""Extra grace after an outage: a node's heartbeat call in flight when Redis came back may sit
+in a connection attempt and then a read before it fails and the next one gets through. Seen
+on Compose after a 40 s outage: a worker's beat stalled over 4 s, it was judged DOWN 3.1 s
+after Redis answered (grace 3 s), restarted, and its job requeued."""
 
 MASTER_BEAT_TTL = 4 * BLOCK_MAX
 """Seconds the master's heartbeat key outlives a pass; a pass comes at least every BLOCK_MAX."""
@@ -63,7 +69,8 @@ class Master:
         asked = time.monotonic()
         nodes = self.store.node_statuses()
         self.redis_answered(asked, 0.0, time.monotonic())
-        quiet = in_outage_grace(self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval)
+        quiet = in_outage_grace(self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval,
+                                RECONNECT)
         self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
         if not quiet:
@@ -188,7 +195,7 @@ class Master:
         self.redis_back_at = wall
         self.health.outage_ended(wall)
         self.stale = {}  # allocations are timed afresh: reports were late through no one's fault
-        grace = settings.node_timeout + settings.heartbeat_interval
+        grace = outage_grace(settings.node_timeout, settings.heartbeat_interval, RECONNECT)
         log.warning("master: Redis answers again after %.1fs of silence; no node is judged by its heartbeats "
                     "for %.1fs", now - since, grace)
         self.store.incident("redis_outage", silent_for=now - since)

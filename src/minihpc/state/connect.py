@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 """What an unreachable or restarting Redis raises; daemons retry through these."""
 
+CONNECT_TIMEOUT = 3.0
+"""Seconds a connection attempt to Redis may take before it fails. A client that began one just
+before Redis came back (its SYN lost to a container still starting) beats that much late."""
+
 SOCKET_TIMEOUT = 5.0
 """Seconds a command waits for Redis's answer before it raises (an outage): a stopped or
 partitioned Redis would hang a connection for ever otherwise. Our own blocking commands wait
@@ -47,7 +51,7 @@ def connect(url: str, socket_timeout: float | None = SOCKET_TIMEOUT) -> redis.Re
     Replies stay bytes: rq shares the connection and needs them so; :func:`text` decodes.
     ``socket_timeout=None`` only for the connection an rq worker blocks on (it sets its own)."""
     client = redis.Redis.from_url(
-        url, socket_connect_timeout=3, socket_timeout=socket_timeout, health_check_interval=30,
+        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=socket_timeout, health_check_interval=30,
         socket_keepalive=True, socket_keepalive_options=_keepalive_options(),
     )
     try:
