@@ -46,10 +46,11 @@ class Master:
         self.live_heartbeats: list[float | None] = []
         self.cluster_metrics: str | None = None
         self.redis_lost_at: float | None = None  # when Redis stopped answering (None: it answers)
-        # When it last answered again after an outage. A master that has just started has seen no
-        # heartbeat yet and may be starting after an outage (its container killed with Redis,
-        # whose alive keys lapsed meanwhile): it gives the nodes the same grace to beat again.
-        self.redis_back_at: float | None = time.time()
+        self.redis_back_at: float | None = None  # when it last answered again after an outage
+        # A master that has just started has seen no heartbeat yet and may be starting after an
+        # outage (its container killed with Redis, whose alive keys lapsed meanwhile): it gives
+        # the nodes a node timeout and a heartbeat to beat again before judging any.
+        self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
@@ -69,8 +70,8 @@ class Master:
         asked = time.monotonic()
         nodes = self.store.node_statuses()
         self.redis_answered(asked, 0.0, time.monotonic())
-        quiet = in_outage_grace(self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval,
-                                RECONNECT)
+        quiet = now < self.started_grace_until or in_outage_grace(
+            self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval, RECONNECT)
         self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
         if not quiet:
