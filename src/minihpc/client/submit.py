@@ -132,7 +132,8 @@ def submit(store: Store, request: Request) -> Job:
     text = request.text if request.text is not None else read_script(source)
     check_script(text, name if from_stdin else os.path.basename(source))
     cluster = store.cluster_info()
-    validate(request, store.node_count(), tasks_limit(cluster, [n.cpus for n in store.node_statuses()]))
+    nodes = store.node_statuses()
+    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
     if request.dependency:
         states = store.job_states(request.dependency)
         missing = [d for d, s in states.items() if s is None]

@@ -88,14 +88,6 @@ def file_name(step: int) -> str:
     return f"ckpt-{step:08d}.pt"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def save(
     directory: str | os.PathLike, step: int, state: Any, keep: int = KEEP, attempt: int | None = None
 ) -> Path:
@@ -163,7 +155,7 @@ def verify(path: Path) -> bool:
     """True when ``path`` matches its manifest (size and sha256)."""
     try:
         manifest = json.loads(path.with_suffix(".json").read_text())
-        return path.stat().st_size == manifest["bytes"] and _sha256(path) == manifest["sha256"]
+        return path.stat().st_size == manifest["bytes"] and files.sha256(path) == manifest["sha256"]
     except (OSError, ValueError, KeyError):
         return False
 

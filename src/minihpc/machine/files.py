@@ -46,7 +46,7 @@ def sha256(path: str | os.PathLike) -> str | None:
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 16), b""):
+            for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     except OSError:
         return None

@@ -47,20 +47,12 @@ def _end_leftovers(grace: float = 1.0) -> None:
     torchrun's pipes open, so the job would never end): SIGTERM, then SIGKILL after ``grace``."""
     import psutil
 
+    from minihpc.machine.processes import terminate
+
     left = psutil.Process().children(recursive=True)
     if not left:
         return
-    for proc in left:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(left, timeout=grace)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
+    terminate(left, grace)
     print(f"minihpc: {len(left)} process(es) the script left running were ended with its rank "
           f"(pids {', '.join(str(p.pid) for p in left)})", file=sys.stderr, flush=True)
 

@@ -234,11 +234,12 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
         changed = script_changed(spec, files.sha256(spec.script))
         if changed:  # not what was submitted: it must not run (the job fails with why)
             raise ShareFailed(changed)
+        who = identity.resolve(settings.job_user)
         if spec.checkpoint_dir:
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
-                identity.give(spec.checkpoint_dir, identity.resolve(settings.job_user))
-        result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out)
+                identity.give(spec.checkpoint_dir, who)
+        result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who)
         _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
                    f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
@@ -248,7 +249,7 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
 
 
 def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutting_down: threading.Event,
-            out) -> tuple[NodeResult, Stop | None, str]:
+            out, who: identity.Identity | None) -> tuple[NodeResult, Stop | None, str]:
     """Start torchrun writing to ``out`` and watch it; its ranks are torn down if anything
     fails meanwhile. The result, why it was stopped, and what was wrong with its progress."""
     fd, result_file = tempfile.mkstemp(prefix=f"minihpc-{spec.job_id}-", suffix=".json")
@@ -258,7 +259,6 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     env = job_env(spec, port, dict(os.environ))
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = reports.path
-    who = identity.resolve(settings.job_user)
     with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
         proc = subprocess.Popen(
             [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
