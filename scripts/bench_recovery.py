@@ -61,9 +61,9 @@ class ComposeBench:
     def start(self) -> tuple[Store, faults.ComposeFaults]:
         self.make("up")
         self.make("prepare-data")
-        password = subprocess.run(["bash", "-c", "source scripts/dotenv.sh && setting REDIS_PASSWORD"], cwd=ROOT,
+        password = subprocess.run(["bash", "-c", "source scripts/dotenv.sh && setting REDIS_CLI_PASSWORD"], cwd=ROOT,
                                   env=self.env, capture_output=True, text=True, check=True).stdout.strip()
-        store = Store(connect(f"redis://:{password}@127.0.0.1:{self.env['REDIS_PORT']}/0"))
+        store = Store(connect(f"redis://cli:{password}@127.0.0.1:{self.env['REDIS_PORT']}/0"))
         return store, faults.ComposeFaults(PROJECT)
 
     def submit(self, epochs: int) -> int:

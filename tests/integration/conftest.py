@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.conftest import free_port, wait_until
 
@@ -24,7 +25,7 @@ class Cluster:
         self.api_port = free_port()
         # Many tests here kill nodes on purpose; a real budget would drain them part-way
         # through the suite (draining is tested in e2e and in tests/unit/test_health.py (restart_policy)).
-        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100")
+        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100", MINIHPC_JOB_LOG_MAX="4194304")
         self.env.pop("MINIHPC_REDIS_URL", None)
 
     def cli(self, *args, check=True, timeout=120, env=None, input=None):
@@ -75,9 +76,13 @@ def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("cluster")
     c = Cluster(state, free_port())
     out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", c.api_port)
-    assert "MINIHPC_REDIS_URL=redis://:" in out.stdout
+    assert "MINIHPC_REDIS_URL=redis://cli:" in out.stdout
     yield c
     c.cli("down", "--state-dir", state, check=False)
+    # Every daemon ran as its own Redis user (minihpc.state.acl): none may have been refused.
+    refused = [f"{log.name}: {line.strip()}" for log in sorted((state / "run").glob("*.log"))
+               for line in log.read_text(errors="replace").splitlines() if "no permissions" in line]
+    assert not refused, "Redis refused a daemon a command or key:\n" + "\n".join(refused[:20])
 
 
 @pytest.fixture
@@ -89,3 +94,25 @@ def idle_cluster(cluster):
     if leftover:
         cluster.cli("cancel", *leftover, check=False)
     wait_until(cluster.idle, timeout=30, message="the cluster to drain after the test")
+
+
+@pytest.fixture
+def redis_port(tmp_path):
+    """A redis-server of the test's own, without a password: for tests of the Redis layer alone."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), timeout=10, message="redis-server")
+    yield port
+    proc.terminate()
+    proc.wait()
+
+
+def _pings(client) -> bool:
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False

@@ -17,6 +17,7 @@ import signal
 import time
 
 import pytest
+import redis
 
 from rq import Callback
 
@@ -108,8 +109,13 @@ def test_a_node_runs_no_task_but_the_launch_task(idle_cluster, tmp_path):
     c = idle_cluster
     store = store_of(c)
     since = time.time()
-    queue = node_queue(store, "worker-node-1")
     proof = tmp_path / "ran"
+    # The CLI's Redis user may not write rq's keys at all (minihpc.state.acl) ...
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        node_queue(store, "worker-node-1").enqueue("os.system", f"touch {proof}")
+    # ... so the attack comes with a node agent's credentials, which can.
+    node_url = LocalState(c.state_dir).node_commands()["worker-node-2"]["env"]["MINIHPC_REDIS_URL"]
+    queue = node_queue(Store(connect(node_url)), "worker-node-1")
     bad = queue.enqueue("os.system", f"touch {proof}")
     hooked = queue.enqueue(LAUNCH_TASK, on_failure=Callback("os.system"))
     for job in (bad, hooked):

@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 import redis
 
+from minihpc.state import acl
 from minihpc.state.connect import connect
 from minihpc.state.store import Store
 from tests.conftest import free_port, wait_until
@@ -33,8 +34,14 @@ class World:
     def __init__(self, root: str):
         self.root = root
         self.redis_port = free_port()
-        self.password = secrets.token_hex(8)
-        self.redis_url = f"redis://:{self.password}@127.0.0.1:{self.redis_port}/0"
+        self.passwords = {role: secrets.token_hex(8) for role in acl.ROLES}
+        # The test plays the master (it marks nodes DOWN); the proxy connects as in Compose,
+        # with the read-only user.
+        self.redis_url = acl.url("master", self.passwords["master"], "127.0.0.1", self.redis_port)
+        self.proxy_url = acl.url("exporter", self.passwords["exporter"], "127.0.0.1", self.redis_port)
+        self.acl_path = os.path.join(root, "users.acl")
+        with open(self.acl_path, "w") as f:
+            f.write(acl.acl_file(self.passwords))
         self.redis = None
         self.started: list[subprocess.Popen] = []  # every redis-server, so none outlives the test
         self.docker = FakeDocker(os.path.join(root, "docker.sock"))
@@ -44,7 +51,7 @@ class World:
 
     def start_redis(self) -> None:
         self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--requirepass", self.password,
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--aclfile", self.acl_path,
              "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--dir", self.root],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.started.append(self.redis)
@@ -61,7 +68,7 @@ class World:
         self.redis.wait(10)
 
     def start_proxy(self, *extra, env=None) -> None:
-        env = env or dict(os.environ, MINIHPC_REDIS_URL=self.redis_url, MINIHPC_RESTART_TOKEN=TOKEN)
+        env = env or dict(os.environ, MINIHPC_REDIS_URL=self.proxy_url, MINIHPC_RESTART_TOKEN=TOKEN)
         self.proxy = subprocess.Popen(
             [sys.executable, "-m", "minihpc.cli", "restart-proxy", "--host", "127.0.0.1", "--port", str(self.port),
              "--docker-socket", self.docker.socket_path, "--watch-interval", "0.2", *extra],
@@ -189,7 +196,7 @@ def test_the_proxy_refuses_to_start_without_a_token(world):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MINIHPC_RESTART_TOKEN")}
     proc = subprocess.run([sys.executable, "-m", "minihpc.cli", "restart-proxy", "--port", str(world.port),
                            "--docker-socket", world.docker.socket_path],
-                          env=dict(env, MINIHPC_REDIS_URL=world.redis_url), capture_output=True, text=True, timeout=30)
+                          env=dict(env, MINIHPC_REDIS_URL=world.proxy_url), capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert proc.stderr.startswith("minihpc restart-proxy: error: no restart token: MINIHPC_RESTART_TOKEN is empty or unset")
     assert proc.stderr.count("\n") == 1

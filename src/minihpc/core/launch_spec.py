@@ -86,7 +86,9 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
     ]
 
 
-SECRET_ENV = ("MINIHPC_REDIS_URL", "MINIHPC_TOKEN", "REDIS_PASSWORD", "REDISCLI_AUTH", "GRAFANA_ADMIN_PASSWORD")
+SECRET_ENV = ("MINIHPC_REDIS_URL", "MINIHPC_TOKEN", "REDIS_PASSWORD", "REDIS_MASTER_PASSWORD", "REDIS_NODE_PASSWORD",
+              "REDIS_CLI_PASSWORD", "REDIS_EXPORTER_PASSWORD", "REDISCLI_AUTH", "GRAFANA_ADMIN_PASSWORD",
+              "MINIHPC_RESTART_TOKEN")
 """The daemons' credentials: never in a job's environment (jobs are untrusted code)."""
 DAEMON_ONLY_ENV = (*SECRET_ENV, "PYTHONSAFEPATH")
 """What the agent's environment has that a job's must not: its credentials, and the safe-path

@@ -31,6 +31,7 @@ class LocalState:
         self.url_file = self.root / "redis_url"
         self.api_file = self.root / "api.json"
         self.redis_conf = self.root / "redis.conf"
+        self.redis_acl = self.root / "redis-users.acl"
         self.redis_dir = self.root / "redis"
         self.shared = self.root / "shared"
 
@@ -71,6 +72,9 @@ class LocalState:
 
     def save_redis_conf(self, text: str) -> None:
         self._private(self.redis_conf, text)
+
+    def save_redis_acl(self, text: str) -> None:
+        self._private(self.redis_acl, text)
 
     def log(self, name: str) -> Path:
         return self.run_dir / f"{name}.log"

@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import threading
+import warnings
 
 import psutil
 import redis
@@ -152,6 +153,9 @@ class NodeAgent:
         global _current
         _current = self
         self.start()
+        # The node's Redis user may not list other clients (minihpc.state.acl); rq then only
+        # records its address as unknown, and says so with a warning in every agent's log.
+        warnings.filterwarnings("ignore", message="CLIENT LIST command not supported")
         worker = _Worker(
             [self.queue()],
             connection=self.rq_store.connection,

@@ -1,7 +1,8 @@
 """Local mode: a whole cluster as processes on this machine (``minihpc up --local``).
 
-It starts a password-protected redis-server bound to 127.0.0.1, the master, and one node
-agent per node (``master-node`` plus ``worker-node-1..N``), all sharing one directory tree
+It starts a redis-server bound to 127.0.0.1 with one ACL user per role (minihpc.state.acl:
+the master, the agents and the CLI each connect as their own, with generated passwords), the
+master, and one node agent per node (``master-node`` plus ``worker-node-1..N``), all sharing one directory tree
 that stands in for the shared volumes. ``minihpc down`` stops them; the data stays. The state
 directory's files are owned by :class:`minihpc.machine.local_state.LocalState`.
 """
@@ -25,6 +26,7 @@ from minihpc.core.errors import UsageError
 from minihpc.machine import ports
 from minihpc.machine.local_state import LocalState
 from minihpc.machine.processes import process_tree, terminate
+from minihpc.state import acl
 from minihpc.state.connect import REDIS_ERRORS
 from minihpc.state.store import Store
 
@@ -50,12 +52,12 @@ def _spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
     return proc.pid
 
 
-def redis_conf(state: LocalState, port: int, password: str) -> str:
+def redis_conf(state: LocalState, port: int) -> str:
     return "\n".join([
         "bind 127.0.0.1",
         f"port {port}",
         "protected-mode yes",
-        f"requirepass {password}",
+        f"aclfile {state.redis_acl}",
         f"dir {state.redis_dir}",
         "appendonly yes",
         "appendfsync always",  # see README: a submitted job survives a crash
@@ -101,7 +103,7 @@ def _apt_install(package: str) -> None:
 
 def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None,
        published: dict[str, str] | None = None) -> str:
-    """Start the local cluster and return its Redis URL (with the generated password); with
+    """Start the local cluster and return the CLI's Redis URL (user ``cli``, generated password); with
     ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`).
     ``published``: settings for the cluster record beside the layout (config.published_settings)."""
     if workers < 0:
@@ -121,19 +123,22 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
         path.mkdir(parents=True, exist_ok=True)
     state.root.chmod(0o700)
-    password = secrets.token_urlsafe(24)
-    url = f"redis://:{password}@127.0.0.1:{port}/0"
-    daemon_env = {"MINIHPC_REDIS_URL": url, "PYTHONSAFEPATH": "1"}  # safe path: no imports from the cwd
-    env = dict(os.environ, **daemon_env)
-    state.save_redis_conf(redis_conf(state, port, password))
-    pids = {"redis": _spawn([server, str(state.redis_conf)], state.log("redis"), env)}
+    passwords = {role: secrets.token_urlsafe(24) for role in acl.ROLES}
+    urls = {role: acl.url(role, passwords[role], "127.0.0.1", port) for role in acl.ROLES}
+    url = urls["cli"]
+    # Each daemon connects as its role; safe path: no imports from the cwd.
+    daemon_env = {role: {"MINIHPC_REDIS_URL": urls[role], "PYTHONSAFEPATH": "1"} for role in ("master", "node", "cli")}
+    env = {role: dict(os.environ, **extra) for role, extra in daemon_env.items()}
+    state.save_redis_acl(acl.acl_file(passwords))
+    state.save_redis_conf(redis_conf(state, port))
+    pids = {"redis": _spawn([server, str(state.redis_conf)], state.log("redis"), env["cli"])}
     store = Store(_wait_for_redis(url, pids, state))
     store.set_cluster_info(dict(layout, **(published or {}), created_at=str(time.time())))
     names = node_names(workers)
     # Each node's command line, so the health monitor can respawn a node that died.
     agents = {
         name: {"argv": CLI + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"],
-               "log": str(state.log(name)), "env": daemon_env}
+               "log": str(state.log(name)), "env": daemon_env["node"]}
         for name in names
     }
     state.save_node_commands(agents)
@@ -142,12 +147,12 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     pids["master"] = _spawn(
         CLI + ["master", "--restarter", f"local:{state.root}", "--metrics-port", "0", "--addr", "127.0.0.1",
                "--prometheus-sd-file", str(state.root / "prometheus" / "targets.json")],
-        state.log("master"), env,
+        state.log("master"), env["master"],
     )
     for name in names:
-        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env)
+        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env["node"])
     if api_port:
-        pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"), env)
+        pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"), env["cli"])
     state.save_pids(pids)
     state.save_url(url)
     _wait_for_nodes(store, names, state)

@@ -87,7 +87,7 @@ def wait_until_answers(url: str, timeout: float, interval: float = 0.5) -> str |
             client.ping()
             return None
         except redis.AuthenticationError as exc:
-            return f"Redis refused the password ({exc}); check REDIS_PASSWORD in .env"
+            return f"Redis refused the password ({exc}); check the REDIS_<ROLE>_PASSWORD settings in .env"
         except redis.ResponseError as exc:
             return f"Redis answered with an error: {exc}"
         except REDIS_ERRORS as exc:
