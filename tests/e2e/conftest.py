@@ -21,6 +21,8 @@ from tests.conftest import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "minihpc-e2e"
+LOG_MAX = 4 * 1024 * 1024
+"""The suite's cap on a job's log per node (MINIHPC_JOB_LOG_MAX), small so a flood is quick."""
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +50,7 @@ class ComposeCluster:
             PROMETHEUS_PORT=str(free_port()),
             GRAFANA_PORT=str(free_port()),
             MINIHPC_API_PORT=str(free_port()),
+            MINIHPC_JOB_LOG_MAX=str(LOG_MAX),
         )
         self.env.pop("MINIHPC_REDIS_URL", None)
         self.compose = compose_command()

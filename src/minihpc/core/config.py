@@ -56,6 +56,20 @@ JOB_USER = ""
 """The user a node's ranks run as (MINIHPC_JOB_USER; ``job`` in the image, whose agent runs as
 root for that alone). Empty: the agent's own user (local mode on a user's own account)."""
 
+JOB_LOG_MAX = 100 * 1024 * 1024
+"""Bytes of a job's output kept in its log on each node (MINIHPC_JOB_LOG_MAX), so a job that
+prints without end cannot fill the shared disk: the first bytes as they come, then only the
+last ones (minihpc.node.joblog.TAIL), with a line saying how much was dropped. 0: no cap."""
+
+KEEP_ENDED_JOBS = 10_000
+"""How many ended jobs the cluster remembers (MINIHPC_KEEP_ENDED_JOBS): the master forgets the
+oldest beyond these -- record, results, spooled script and logs, as ``minihpc delete`` does;
+checkpoints are the user's and stay. 0: no count limit."""
+
+KEEP_ENDED_DAYS = 30.0
+"""Days an ended job is remembered (MINIHPC_KEEP_ENDED_DAYS); older ones are forgotten as with
+KEEP_ENDED_JOBS. 0: no age limit. A job a pending job depends on is kept either way."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -72,6 +86,9 @@ class Settings:
     restart_backoff_max: float = RESTART_BACKOFF_MAX
     max_tasks_per_node: int = MAX_TASKS_PER_NODE
     job_user: str = JOB_USER
+    job_log_max: int = JOB_LOG_MAX
+    keep_ended_jobs: int = KEEP_ENDED_JOBS
+    keep_ended_days: float = KEEP_ENDED_DAYS
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -143,12 +160,16 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
-_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0}
+_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job_log_max": 0, "keep_ended_jobs": 0}
 """Whole-number settings, with their least value."""
 
 
 _TEXTS = {"redis_url", "job_user"}
 """Settings kept as text."""
+
+
+_ZERO_TURNS_OFF = {"keep_ended_days"}
+"""Number settings that may be 0, which turns their limit off; every other number is positive."""
 
 
 def _coerce(name: str, value):
@@ -166,6 +187,8 @@ def _coerce(name: str, value):
         number = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"setting {name}={value!r} is not a number") from None
+    if name in _ZERO_TURNS_OFF and number == 0:
+        return number
     if number <= 0:
-        raise UsageError(f"setting {name}={value!r} must be positive")
+        raise UsageError(f"setting {name}={value!r} must be positive" + (" or 0" if name in _ZERO_TURNS_OFF else ""))
     return number

@@ -28,11 +28,15 @@ from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import process_tree, terminate
-from minihpc.node import identity
+from minihpc.node import identity, joblog
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
+
+RELAY_WAIT = 5.0
+"""Seconds, past the kill wait, a share waits for the end of its job's output once its ranks
+have ended, before it writes its own lines in the log and goes on."""
 
 
 class Stop(str, Enum):
@@ -250,8 +254,9 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
 
 def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutting_down: threading.Event,
             out, who: identity.Identity | None) -> tuple[NodeResult, Stop | None, str]:
-    """Start torchrun writing to ``out`` and watch it; its ranks are torn down if anything
-    fails meanwhile. The result, why it was stopped, and what was wrong with its progress."""
+    """Start torchrun, its output relayed to ``out`` (joblog: capped), and watch it; its ranks
+    are torn down if anything fails meanwhile. The result, why it was stopped, and what was
+    wrong with its progress."""
     fd, result_file = tempfile.mkstemp(prefix=f"minihpc-{spec.job_id}-", suffix=".json")
     os.close(fd)
     os.unlink(result_file)
@@ -259,40 +264,59 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     env = job_env(spec, port, dict(os.environ))
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = reports.path
-    with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
-            cwd=spec.workdir or None, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, **(who.popen_kwargs() if who else {}),
-        )
-    log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
+    relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
+    left = 0
     try:
-        with _failing("watching its ranks failed"):
-            stopped = _watch(proc, spec, store, settings, shutting_down, reports)
-            returncode = proc.wait()
-            reports.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
+        proc = _start(spec, port, env, relay, who)
+        try:
+            with _failing("watching its ranks failed"):
+                stopped = _watch(proc, spec, store, settings, shutting_down, reports)
+                returncode = proc.wait()
+                reports.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
+        finally:
+            if proc.poll() is None:  # something broke while they ran: they must not outlive the share
+                log.warning("job %s attempt %s: tearing down on %s after a failure",
+                            spec.job_id, spec.attempt, spec.node)
+                teardown(proc, settings.kill_wait)
+                proc.wait()
+                _unlink(result_file)
+            reports.remove()
+            left = _reap(spec, who, settings.kill_wait)
     finally:
-        if proc.poll() is None:  # something broke while they ran: they must not outlive the share
-            log.warning("job %s attempt %s: tearing down on %s after a failure", spec.job_id, spec.attempt, spec.node)
-            teardown(proc, settings.kill_wait)
-            proc.wait()
-            _unlink(result_file)
-        reports.remove()
-        _reap(spec, who, settings.kill_wait, out)
+        relay.join(settings.kill_wait + RELAY_WAIT)  # its last lines go before the notes that follow
+        if left:
+            _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
+                       f"running after its ranks ended were killed ===\n")
     return _read_result(result_file, returncode), stopped, reports.summary()
 
 
-def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float, out) -> None:
+def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay,
+           who: identity.Identity | None) -> subprocess.Popen:
+    """torchrun, writing to the relay's pipe."""
+    try:
+        with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
+                cwd=spec.workdir or None, stdout=relay.input, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, **(who.popen_kwargs() if who else {}),
+            )
+    finally:
+        relay.close_input()  # torchrun has its copy: the output ends when it and all it started exit
+    log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
+    return proc
+
+
+def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> int:
     """Nothing of a job outlives its share: processes of the job user that left the launcher's
-    tree (a double-forked daemon) are torn down too, and the job's log says so."""
+    tree (a double-forked daemon, which may hold the job's output open) are torn down too.
+    How many there were, for the job's log."""
     left = identity.leftovers(who)
     if not left:
-        return
+        return 0
     log.warning("job %s attempt %s: %d process(es) left behind on %s; killing them",
                 spec.job_id, spec.attempt, len(left), spec.node)
     terminate(left, kill_wait)
-    _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: {len(left)} process(es) the job left "
-               f"running after its ranks ended were killed ===\n")
+    return len(left)
 
 
 def _note(out, line: str) -> None:

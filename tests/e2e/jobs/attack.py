@@ -2,7 +2,8 @@
 job would try against the cluster, and prints one line per attempt:
 ``ATTACK <what>: refused (<why>)`` or ``ATTACK <what>: SUCCEEDED (<what it got>)``.
 
-Usage: attack.py OTHER_SPOOL_SCRIPT — another job's spooled script, to rewrite.
+Usage: attack.py OTHER_SPOOL_SCRIPT MIB MARKER — another job's spooled script, to rewrite; MiB of
+output to flood its log with, then a last line ``ATTACK-END MARKER``.
 """
 
 import os
@@ -117,6 +118,15 @@ def leave_a_daemon():
     print("ATTACK leave a daemon behind: started (the test checks it is gone)", flush=True)
 
 
+def fill_the_disk_with_logs(mib, marker):
+    print(f"ATTACK fill the disk with logs: started ({mib} MiB of output; the test checks the log is capped)",
+          flush=True)
+    line = "x" * (1024 * 1024 - 1) + "\n"
+    for _ in range(mib):
+        sys.stdout.write(line)
+    print(f"ATTACK-END {marker}", flush=True)
+
+
 if __name__ == "__main__":
     print(f"attacker uid {os.getuid()} gid {os.getgid()} groups {os.getgroups()}", flush=True)
     talk_to_redis(read_environments())
@@ -125,3 +135,4 @@ if __name__ == "__main__":
     rewrite_other_job(sys.argv[1])
     signal_daemons()
     leave_a_daemon()
+    fill_the_disk_with_logs(int(sys.argv[2]), sys.argv[3])
