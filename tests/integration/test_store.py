@@ -1,7 +1,6 @@
 """The store's atomic steps against a real redis-server, with no agents: reservations of
 several nodes are all-or-nothing, and nodes are released only when the job is over."""
 
-import subprocess
 import threading
 import time
 
@@ -12,30 +11,13 @@ from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.state import keys
 from minihpc.state.store import Store
-from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def store(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    wait_until(lambda: _pings(client), timeout=10, message="redis-server")
-    yield Store(client)
-    proc.terminate()
-    proc.wait()
-
-
-def _pings(client):
-    try:
-        return client.ping()
-    except redis.ConnectionError:
-        return False
+def store(redis_port):
+    return Store(redis.Redis(port=redis_port))
 
 
 def _add(store, job_id, nodes=2):

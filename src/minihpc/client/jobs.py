@@ -3,14 +3,13 @@ cancelling -- one rule for every face (CLI, REST API)."""
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 
 from minihpc.client.access import Principal, may_change
 from minihpc.core.errors import Conflict, Forbidden, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
+from minihpc.machine import files
 from minihpc.state.store import Store
 
 QUEUE_ENDED = 50
@@ -148,6 +147,4 @@ def check_deletable(store: Store, job: Job, who: Principal, waiting: dict[int, l
 def _forget(store: Store, job: Job) -> None:
     store.delete_job(job)
     cluster = store.cluster_info()
-    for root in (cluster.get("spool_dir"), cluster.get("log_dir")):
-        if root:
-            shutil.rmtree(Path(root) / f"job-{job.id}", ignore_errors=True)  # a job may have left files it alone can remove
+    files.remove_job_dirs((cluster.get("spool_dir"), cluster.get("log_dir")), job.id)

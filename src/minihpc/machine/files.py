@@ -1,11 +1,13 @@
 """Replacing a file so that a reader sees the old version or the new one, never a mix (and,
-when asked, so that it survives a crash); a file's digest."""
+when asked, so that it survives a crash); a file's digest; removing a forgotten job's folders."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -51,3 +53,13 @@ def sha256(path: str | os.PathLike) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+def remove_job_dirs(roots: Iterable[str | os.PathLike | None], job_id: int) -> None:
+    """Remove ``<root>/job-<id>`` under each root given (the spool, the logs; an empty or None
+    root is skipped), whatever is in it; one that is gone or cannot be removed is left as is.
+    A job's checkpoints are never among them: they are the user's results."""
+    for root in roots:
+        if root:
+            # ignore_errors: a job may have left files that it alone can remove
+            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)

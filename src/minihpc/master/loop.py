@@ -1,4 +1,5 @@
-"""The master's loop: enforce time limits, notice lost nodes, and start what the plan says.
+"""The master's loop: enforce time limits, notice lost nodes, start what the plan says, and
+forget old ended jobs (minihpc.master.retention).
 
 Every decision is made by the pure functions of minihpc.core (scheduler, outcome, restart_policy); this module only reads the
 state, applies the decisions through the store, and waits for the next event.
@@ -16,6 +17,7 @@ from minihpc.core.models import JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
 from minihpc.core.outcome import held_failure
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
+from minihpc.master import retention
 from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
 from minihpc.metrics import discovery
@@ -204,7 +206,7 @@ class Master:
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
         self.reconcile_pending = True
-        last_prune = 0.0
+        next_prune = 0.0  # the first pass forgets what is due at once
         while not self.stop.is_set():
             try:
                 asked = time.monotonic()
@@ -217,9 +219,9 @@ class Master:
                     self.reconcile_pending = False
                 self.step(time.time())
                 self.store.master_beat(MASTER_BEAT_TTL)
-                if time.time() - last_prune > 60:
-                    self.store.prune_history()
-                    last_prune = time.time()
+                if time.time() >= next_prune:
+                    next_prune = time.time() + retention.PRUNE_INTERVAL  # a pass that fails waits as long
+                    next_prune = retention.forget_ended(self.store, self.settings, time.time())
             except REDIS_ERRORS as exc:
                 self.redis_silent(asked, exc)
                 time.sleep(self.settings.scheduler_interval)

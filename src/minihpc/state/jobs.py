@@ -12,12 +12,9 @@ from minihpc.core.errors import ClusterUnavailable, NotFound
 from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.state import keys
+from minihpc.state.atomic import atomic
 from minihpc.state.connect import text, texts
 from minihpc.state.events import job_event, publish
-
-ENDED_HISTORY = 10_000
-"""How many ended jobs history keeps; older records are deleted."""
-
 
 class JobRecords:
     r: object
@@ -174,17 +171,34 @@ class JobRecords:
         """Ids of the jobs that ended before ``when``, oldest first."""
         return [int(i) for i in self.r.zrangebyscore(keys.JOBS_ENDED, "-inf", f"({when}")]
 
-    def prune_history(self) -> None:
-        """Forget the oldest ended jobs beyond ENDED_HISTORY."""
-        extra = self.r.zcard(keys.JOBS_ENDED) - ENDED_HISTORY
-        if extra <= 0:
-            return
-        old = [int(i) for i in self.r.zrange(keys.JOBS_ENDED, 0, extra - 1)]
-        with self.r.pipeline() as pipe:
-            for job_id in old:
-                pipe.delete(*_record_keys(job_id))
-            pipe.zrem(keys.JOBS_ENDED, *old)
-            pipe.execute()
+    def oldest_ended(self, count: int) -> tuple[list[tuple[int, float]], int]:
+        """The ``count`` jobs that ended first, as (id, ended_at) oldest first, and how many
+        ended jobs there are in all."""
+        if count <= 0:  # ZRANGE 0 -1 would read them all
+            return [], int(self.r.zcard(keys.JOBS_ENDED))
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.zrange(keys.JOBS_ENDED, 0, count - 1, withscores=True)
+            pipe.zcard(keys.JOBS_ENDED)
+            oldest, total = pipe.execute()
+        return [(int(i), float(at)) for i, at in oldest], int(total)
+
+    def forget_ended(self, job_id: int) -> bool:
+        """Forget an ended job's record, results and telemetry as :meth:`delete_job` does, in one
+        step with reading its state: False, leaving it, if it is PENDING or RUNNING again (a
+        requeue came first). A job whose record is gone is taken out of the ended set. Its files
+        are the caller's."""
+
+        def body(pipe):
+            state, attempts = (text(v) for v in pipe.hmget(keys.job(job_id), "state", "attempts"))
+            if state in (JobState.PENDING.value, JobState.RUNNING.value):
+                return False
+            results = range(1, int(attempts) + 1) if (attempts or "").isdigit() else ()
+            pipe.multi()
+            pipe.delete(*_record_keys(job_id), *[keys.job_results(job_id, a) for a in results])
+            pipe.zrem(keys.JOBS_ENDED, job_id)
+            return True
+
+        return atomic(self.r, [keys.job(job_id)], body)
 
 
 def _record_keys(job_id: int) -> tuple[str, ...]:

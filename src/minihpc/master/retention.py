@@ -1,0 +1,55 @@
+"""The master forgets old ended jobs as core.retention decides: each job's record, results and
+telemetry (minihpc.state) and its spooled script and logs (minihpc.machine.files), the same
+as ``minihpc delete``. Checkpoints are the user's and stay."""
+
+from __future__ import annotations
+
+import logging
+
+from minihpc.core import retention
+from minihpc.core.config import Settings
+from minihpc.core.errors import ClusterUnavailable
+from minihpc.machine import files
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+PRUNE_BATCH = 500
+"""Most ended jobs one pass forgets, so a backlog (a limit just lowered, years of history) is
+worked off over several passes instead of stalling scheduling."""
+
+PRUNE_INTERVAL = 60.0
+"""Seconds between two passes when the last one had nothing left over."""
+
+PRUNE_BACKLOG_INTERVAL = 5.0
+"""Seconds to the next pass while a backlog remains (the last pass forgot a full batch)."""
+
+
+def forget_ended(store: Store, settings: Settings, now: float) -> float:
+    """One pass: forget the ended jobs beyond the settings' bounds (at most PRUNE_BATCH), never
+    one a pending job depends on nor a node failure whose requeue is undecided. Returns when the
+    next pass is due."""
+    keep_jobs, keep_days = settings.keep_ended_jobs, settings.keep_ended_days
+    if keep_jobs == 0 and keep_days == 0:
+        return now + PRUNE_INTERVAL
+    needed = {d for job in store.pending_jobs() for d in job.dependency}
+    needed |= {job.id for job in store.node_failed_jobs()}
+    oldest, total = store.oldest_ended(PRUNE_BATCH + len(needed))
+    chosen = retention.to_forget(oldest, now, keep_jobs, keep_days, needed, total=total, limit=PRUNE_BATCH)
+    if not chosen:
+        return now + PRUNE_INTERVAL
+    try:
+        cluster = store.cluster_info()
+    except ClusterUnavailable:
+        return now + PRUNE_INTERVAL  # no layout yet: forgetting now would leave the folders behind
+    roots = (cluster.get("spool_dir"), cluster.get("log_dir"))
+    forgotten = 0
+    for job_id in chosen:
+        if store.forget_ended(job_id):
+            files.remove_job_dirs(roots, job_id)
+            forgotten += 1
+    if forgotten:
+        log.info("master: forgot %s ended jobs (%s, %s)", forgotten,
+                 f"kept the newest {keep_jobs}" if keep_jobs else "no count limit",
+                 f"none older than {keep_days:g} days" if keep_days else "no age limit")
+    return now + (PRUNE_BACKLOG_INTERVAL if len(chosen) == PRUNE_BATCH else PRUNE_INTERVAL)
