@@ -73,8 +73,13 @@ def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
 
 def teardown(proc: subprocess.Popen, kill_wait: float) -> None:
     """SIGTERM the launcher and every rank (ranks run in sessions of their own), then SIGKILL
-    whatever is left after ``kill_wait`` seconds."""
-    terminate(process_tree(proc.pid), kill_wait)
+    whatever is left after ``kill_wait`` seconds. ``proc.wait()`` then gives the launcher's
+    real status: psutil reaps it while waiting, after which Popen alone would read 0."""
+    tree = process_tree(proc.pid)
+    terminate(tree, kill_wait)
+    launcher = next((p for p in tree if p.pid == proc.pid), None)
+    if proc.returncode is None and getattr(launcher, "returncode", None) is not None:
+        proc.returncode = launcher.returncode
 
 
 def _stamp() -> str:
