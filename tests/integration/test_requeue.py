@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
@@ -96,10 +95,9 @@ def test_restarting_the_master_disturbs_no_running_job(idle_cluster, tmp_path):
         pass
     waiting = c.submit("-N", 1, JOBS / "steps.py", 1, 0)  # accepted with no master up
     log = open(c.state_dir / "run" / "master.log", "ab")
-    master = subprocess.Popen(
-        [sys.executable, "-m", "minihpc.cli", "master", "--restarter", f"local:{c.state_dir}"],
-        env=c.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    again = state.master_command()  # as `up` started it: with the master's own Redis user
+    master = subprocess.Popen(again["argv"], env=dict(c.env, **again["env"]), stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
     state.set_pid("master", master.pid)
     job = c.wait(job_id, timeout=120)
     assert job["state"] == "COMPLETED" and (job["attempts"], job["requeues"]) == (1, 0)

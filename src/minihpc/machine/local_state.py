@@ -28,6 +28,7 @@ class LocalState:
         self.run_dir = self.root / "run"
         self.pids_file = self.root / "pids.json"
         self.nodes_file = self.run_dir / "nodes.json"
+        self.master_file = self.run_dir / "master.json"
         self.url_file = self.root / "redis_url"
         self.api_file = self.root / "api.json"
         self.redis_conf = self.root / "redis.conf"
@@ -59,6 +60,13 @@ class LocalState:
 
     def save_node_commands(self, commands: dict[str, dict]) -> None:
         self._private(self.nodes_file, json.dumps(commands))
+
+    def master_command(self) -> dict:
+        """{"argv", "log", "env"} of the master: how to start it again, as its own Redis user."""
+        return json.loads(self.master_file.read_text())
+
+    def save_master_command(self, command: dict) -> None:
+        self._private(self.master_file, json.dumps(command))
 
     def save_url(self, url: str) -> None:
         self._private(self.url_file, url + "\n")

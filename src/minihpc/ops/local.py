@@ -144,11 +144,11 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.save_node_commands(agents)
     # The master serves the cluster's metrics and keeps Prometheus's file-SD targets (every
     # node's exporter and its own) in prometheus/targets.json for a Prometheus the user runs.
-    pids["master"] = _spawn(
-        CLI + ["master", "--restarter", f"local:{state.root}", "--metrics-port", "0", "--addr", "127.0.0.1",
-               "--prometheus-sd-file", str(state.root / "prometheus" / "targets.json")],
-        state.log("master"), env["master"],
-    )
+    master = {"argv": CLI + ["master", "--restarter", f"local:{state.root}", "--metrics-port", "0", "--addr",
+                             "127.0.0.1", "--prometheus-sd-file", str(state.root / "prometheus" / "targets.json")],
+              "log": str(state.log("master")), "env": daemon_env["master"]}
+    state.save_master_command(master)  # to start it again as the master's Redis user, not the CLI's
+    pids["master"] = _spawn(master["argv"], state.log("master"), env["master"])
     for name in names:
         pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env["node"])
     if api_port:
