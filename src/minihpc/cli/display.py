@@ -8,14 +8,16 @@ import time
 
 from minihpc.client.jobs import elapsed
 from minihpc.core.models import Job, JobState, NodeStatus
-from minihpc.core.parsing import compress_hostlist, format_duration
+from minihpc.core.outcome import format_exit
+from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
+from minihpc.core.slurm_formats import View
 
 
-def render(headers: list[str], rows: list[list[str]]) -> str:
+def render(headers: list[str], rows: list[list[str]], header: bool = True) -> str:
     cells = [headers] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
+    return "\n".join(lines if header else lines[1:])
 
 
 def human_bytes(count: int) -> str:
@@ -36,8 +38,12 @@ def timestamp(ts: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts)) if ts else "Unknown"
 
 
+def json_text(data) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
 def print_json(data) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
+    print(json_text(data))
 
 
 QUEUE_HEADERS = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
@@ -47,6 +53,27 @@ def queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
     return [
         [str(j.id), j.name[:20], j.user[:10], j.state.code, format_duration(elapsed(j, now)),
          str(len(j.nodes) or j.nodes_requested), _nodelist_or_reason(j)]
+        for j in jobs
+    ]
+
+
+def by_start(jobs: list[Job], view: View) -> list[Job]:
+    """squeue --start's order: soonest start first (a running job's actual start, a pending
+    one's expected start); jobs with none last, in queue order."""
+    def start(job: Job) -> float | None:
+        return view.starts.get(job.id) if job.state is JobState.PENDING else job.started_at
+
+    return sorted(jobs, key=lambda j: (start(j) is None, start(j) or 0.0))
+
+
+HISTORY_HEADERS = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]
+
+
+def history_rows(jobs: list[Job], now: float) -> list[list[str]]:
+    return [
+        [str(j.id), j.name[:20], j.user[:10], j.state.value, format_exit(j.exit_code, j.signal),
+         format_elapsed(elapsed(j, now)), str(len(j.nodes) or j.nodes_requested),
+         compress_hostlist(j.nodes) or "None assigned", str(j.attempts)]
         for j in jobs
     ]
 

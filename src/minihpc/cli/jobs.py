@@ -8,7 +8,11 @@ import sys
 import time
 
 from minihpc.cli.display import (
+    HISTORY_HEADERS,
     QUEUE_HEADERS,
+    by_start,
+    history_rows,
+    json_text,
     print_json,
     queue_rows,
     render,
@@ -21,10 +25,27 @@ from minihpc.client import logs
 from minihpc.client.session import open_store
 from minihpc.client.submit import STDIN, read_script, read_stdin, submit
 from minihpc.core.config import Settings
-from minihpc.core.errors import MinihpcError
+from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import JobState
 from minihpc.core.outcome import format_exit
-from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
+from minihpc.core.parsing import format_duration
+from minihpc.core.slurm_filters import (
+    JobFilter,
+    parse_cancel_state,
+    parse_job_ids,
+    parse_slurm_time,
+    parse_states,
+    split_list,
+)
+from minihpc.core.slurm_formats import (
+    HISTORY_FIELDS,
+    START_FORMAT,
+    View,
+    parse_sacct_fields,
+    parse_squeue_format,
+    sacct_lines,
+    squeue_lines,
+)
 
 
 def cmd_submit(args, settings: Settings) -> int:
@@ -42,18 +63,27 @@ def cmd_submit(args, settings: Settings) -> int:
 
 
 def cmd_queue(args, settings: Settings) -> int:
+    flt, fmt = queue_request(args)
     store = open_store(settings)
 
     def once() -> str:
-        jobs = client_jobs.queue(store, args.all)
+        now = time.time()
+        jobs = client_jobs.queue_jobs(store, flt)
+        needs_starts = args.start or (fmt is not None and any(c.field in "Se" for c in fmt[1]))
+        view = View(now, client_jobs.pending_starts(store, now) if needs_starts else {})
+        if args.start:
+            jobs = by_start(jobs, view)
         if args.json:
-            import json
-
-            return json.dumps([j.to_json() for j in jobs], indent=2, sort_keys=True)
-        return render(QUEUE_HEADERS, queue_rows(jobs, time.time()))
+            return json_text([dict(j.to_json(), expected_start=view.starts.get(j.id)) if args.start else j.to_json()
+                              for j in jobs])
+        if fmt is not None:
+            return "\n".join(squeue_lines(*fmt, jobs, view, header=not args.noheader))
+        return render(QUEUE_HEADERS, queue_rows(jobs, now), header=not args.noheader)
 
     if not args.watch:
-        print(once())
+        frame = once()
+        if frame:  # --noheader and no jobs: print nothing, as squeue does
+            print(frame)
         return 0
     try:
         while True:
@@ -65,6 +95,24 @@ def cmd_queue(args, settings: Settings) -> int:
     except KeyboardInterrupt:
         print()
         return 130
+
+
+def queue_request(args) -> tuple[JobFilter, tuple[str, list] | None]:
+    """squeue's options as a filter and a parsed ``-o`` (None: minihpc's own table). Without
+    ``-t``: pending and running jobs (``--start``: pending only; ``--all``: every state)."""
+    if args.states is not None:
+        states = parse_states(args.states, "--states")
+    elif args.start:
+        states = frozenset({JobState.PENDING})
+    else:
+        states = None if args.all else frozenset({JobState.PENDING, JobState.RUNNING})
+    flt = JobFilter(
+        ids=parse_job_ids(args.jobs, "--jobs") if args.jobs is not None else None,
+        users=client_jobs.user_names(split_list(args.users, "--user")) if args.users is not None else None,
+        states=states,
+    )
+    text = args.format if args.format is not None else (START_FORMAT if args.start else None)
+    return flt, (parse_squeue_format(text) if text is not None else None)
 
 
 def cmd_show(args, settings: Settings) -> int:
@@ -91,19 +139,34 @@ def cmd_show(args, settings: Settings) -> int:
 
 
 def cmd_cancel(args, settings: Settings) -> int:
-    store = open_store(settings)
-    who = access.for_cli(store)
-    failures = 0
+    if args.signal is not None:
+        raise UsageError(f"--signal {args.signal} is not supported yet: cancel always ends the whole job")
+    flt = JobFilter(
+        names=frozenset({args.name}) if args.name is not None else None,
+        states=parse_cancel_state(args.state) if args.state is not None else None,
+        users=client_jobs.user_names([args.user]) if args.user is not None else None,
+    )
+    client_jobs.require_selection(bool(args.job_ids), flt)
+    failures, ids = 0, []
     for text in args.job_ids:
         try:
-            job_id = client_jobs.parse_job_id(text)
-            client_jobs.cancel(store, job_id, who)
+            ids.append(client_jobs.parse_job_id(text))
         except MinihpcError as exc:
             print(f"minihpc cancel: error: {exc}", file=sys.stderr)
             failures += 1
-            continue
+    if failures and not ids:
+        return 1
+    store = open_store(settings)
+    report = client_jobs.cancel_matching(store, ids, flt, access.for_cli(store))
+    for job_id in report.cancelled:
         print(f"Cancelled job {job_id}")
-    return 1 if failures else 0
+    for _job_id, exc in report.errors:
+        print(f"minihpc cancel: error: {exc}", file=sys.stderr)
+    if report.not_yours:
+        print(f"minihpc cancel: left alone {len(report.not_yours)} matching job(s) of other users "
+              f"({', '.join(map(str, report.not_yours))}): only their owner or an admin may cancel them",
+              file=sys.stderr)
+    return 1 if failures or report.errors else 0
 
 
 def cmd_logs(args, settings: Settings) -> int:
@@ -150,18 +213,28 @@ def cmd_wait(args, settings: Settings) -> int:
 
 
 def cmd_history(args, settings: Settings) -> int:
-    jobs = open_store(settings).ended_jobs(limit=args.limit)
+    now = time.time()
+    flt = JobFilter(
+        ids=parse_job_ids(args.jobs, "--jobs") if args.jobs is not None else None,
+        users=client_jobs.user_names(split_list(args.user, "--user")) if args.user is not None else None,
+        states=parse_states(args.state, "--state") if args.state is not None else None,
+    )
+    start = parse_slurm_time(args.starttime, now, "--starttime") if args.starttime is not None else None
+    end = parse_slurm_time(args.endtime, now, "--endtime") if args.endtime is not None else None
+    fields = parse_sacct_fields(args.format) if args.format is not None else None
+    if args.limit < 1:
+        raise UsageError(f"--limit must be 1 or more, got {args.limit}")
+    jobs = client_jobs.history(open_store(settings), flt, start, end, args.limit)
     if args.json:
         print_json([j.to_json() for j in jobs])
         return 0
-    rows = [
-        [str(j.id), j.name[:20], j.user[:10], j.state.value, format_exit(j.exit_code, j.signal),
-         format_elapsed(client_jobs.elapsed(j, j.ended_at or 0)), str(len(j.nodes) or j.nodes_requested),
-         compress_hostlist(j.nodes) or "None assigned", str(j.attempts)]
-        for j in jobs
-    ]
-    headers = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]
-    print(render(headers, rows))
+    if fields is None and not args.parsable:
+        text = render(HISTORY_HEADERS, history_rows(jobs, now), header=not args.noheader)
+    else:
+        text = "\n".join(sacct_lines(fields or parse_sacct_fields(HISTORY_FIELDS), jobs, now,
+                                     header=not args.noheader, parsable=args.parsable))
+    if text:  # --noheader and no jobs: print nothing, as sacct does
+        print(text)
     return 0
 
 
@@ -179,6 +252,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    add_queue_filters(p)
     p.set_defaults(func=cmd_queue)
 
     p = sub.add_parser("show", help="one job in detail (like scontrol show job)")
@@ -186,8 +260,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("cancel", help="cancel jobs (like scancel)")
-    p.add_argument("job_ids", nargs="+", metavar="ID")
+    p = sub.add_parser("cancel", help="cancel jobs (like scancel): by id, and/or by name, state, user")
+    p.add_argument("job_ids", nargs="*", metavar="ID")
+    p.add_argument("-n", "--name", "--jobname", default=None, help="only jobs of this name")
+    p.add_argument("-t", "--state", default=None, help="only jobs in this state: PENDING, RUNNING (or PD, R)")
+    p.add_argument("-u", "--user", default=None, help="only this user's jobs")
+    p.add_argument("-s", "--signal", default=None, help="not supported yet (cancel ends the whole job)")
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("logs", help="a job's output, per node")
@@ -198,10 +276,40 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("history", help="ended jobs (like sacct)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("-n", "--limit", type=int, default=100, help="how many, newest first")
+    p.add_argument("--limit", type=int, default=100, help="how many, newest first")
+    add_history_filters(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("wait", help="block until a job ends; exit 0 only if it COMPLETED")
     p.add_argument("job_id")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 124)")
     p.set_defaults(func=cmd_wait)
+
+
+def add_queue_filters(p) -> None:
+    """squeue's options (squeue(1)); -h stays --help, so no-header is --noheader only."""
+    p.add_argument("-u", "--user", "--users", dest="users", default=None, metavar="LIST",
+                   help="only these users' jobs (comma-separated names or uids)")
+    p.add_argument("-t", "--states", default=None, metavar="LIST",
+                   help="only these states: PENDING,RUNNING or PD,R ..., or all (default: PD,R)")
+    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="only these job ids (comma-separated)")
+    p.add_argument("-o", "--format", default=None, metavar="FMT", help='squeue fields, e.g. "%%.18i %%.8j %%.2t %%R"')
+    p.add_argument("--start", action="store_true", help="pending jobs with their expected start, soonest first")
+    p.add_argument("--noheader", action="store_true", help="no header line")
+
+
+def add_history_filters(p) -> None:
+    """sacct's options (sacct(1)); -n is --noheader as in sacct (the count is --limit)."""
+    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="these job ids, in any state")
+    p.add_argument("-S", "--starttime", default=None, metavar="TIME", help="jobs in the window from TIME")
+    p.add_argument("-E", "--endtime", default=None, metavar="TIME", help="jobs in the window until TIME")
+    p.add_argument("-s", "--state", default=None, metavar="LIST", help="only these states (CD,F,CA,TO,NF,R,PD)")
+    p.add_argument("-u", "--user", default=None, metavar="LIST", help="only these users' jobs")
+    p.add_argument("-o", "--format", default=None, metavar="LIST", help="sacct fields, e.g. JobID,JobName%%30,State")
+    p.add_argument("-n", "--noheader", action="store_true", help="no header lines")
+    p.add_argument("-P", "--parsable2", dest="parsable", action="store_const", const="P",
+                   help="|-separated, nothing after the last field")
+    p.add_argument("-p", "--parsable", dest="parsable", action="store_const", const="p",
+                   help="|-separated, with a | after the last field")
+    p.add_argument("-X", "--allocations", action="store_true", help="accepted: minihpc jobs have no steps")
+    p.add_argument("-a", "--allusers", action="store_true", help="accepted: history shows every user's jobs")

@@ -3,12 +3,16 @@ cancelling -- one rule for every face (CLI, REST API)."""
 
 from __future__ import annotations
 
+import pwd
 import time
+from dataclasses import dataclass, field
 
 from minihpc.client.access import Principal, may_change
-from minihpc.core.errors import Conflict, Forbidden, UsageError
+from minihpc.core.errors import Conflict, Forbidden, MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
+from minihpc.core.slurm_filters import JobFilter, in_window
+from minihpc.core.slurm_formats import expected_starts
 from minihpc.machine import files
 from minihpc.state.store import Store
 
@@ -148,3 +152,104 @@ def _forget(store: Store, job: Job) -> None:
     store.delete_job(job)
     cluster = store.cluster_info()
     files.remove_job_dirs((cluster.get("spool_dir"), cluster.get("log_dir")), job.id)
+
+
+# -- Slurm's filters: squeue -u/-t/-j, sacct -j/-s/-S/-E, scancel -n/-t/-u ------------------
+
+HISTORY_SCANNED = 10000
+"""Ended jobs, newest first, that a filtered ``history`` looks through (the master keeps
+10000 by default, MINIHPC_KEEP_ENDED_JOBS)."""
+
+
+def user_names(words: list[str]) -> frozenset[str]:
+    """squeue's user list: names, or numeric uids of this machine's users (a uid it does not
+    know stays as typed)."""
+    names = set()
+    for word in words:
+        if word.isdigit():
+            try:
+                word = pwd.getpwuid(int(word)).pw_name
+            except KeyError:
+                pass
+        names.add(word)
+    return frozenset(names)
+
+
+def queue_jobs(store: Store, flt: JobFilter) -> list[Job]:
+    """What squeue shows for ``flt``: running jobs, pending ones in start order, then -- when
+    its states allow ended ones -- the QUEUE_ENDED most recently ended (or, for job ids, those
+    jobs however long ago they ended)."""
+    jobs = queue(store, include_ended=flt.wants_ended() and flt.ids is None)
+    if flt.ids is not None and flt.wants_ended():
+        seen = {j.id for j in jobs}
+        jobs += [j for j in store.get_jobs(sorted(flt.ids - seen)) if j.state.terminal]
+    return [j for j in jobs if flt.matches(j)]
+
+
+def pending_starts(store: Store, now: float | None = None) -> dict[int, float | None]:
+    """Each pending job's expected start by the master's backfill plan (None: none promised)."""
+    pending = store.pending_jobs()
+    deps = store.job_states({d for job in pending for d in job.dependency})
+    return expected_starts(pending, store.node_statuses(), store.running_jobs(), deps, now or time.time())
+
+
+def history(store: Store, flt: JobFilter, start: float | None = None, end: float | None = None,
+            limit: int = 100) -> list[Job]:
+    """What sacct shows for ``flt`` and the window ``start``..``end`` (see
+    slurm_filters.in_window), at most ``limit``: jobs named by id in any state; otherwise
+    ended jobs newest first, after the running and pending ones when the states name them."""
+    if flt.ids is not None:
+        jobs = store.get_jobs(sorted(flt.ids))
+    else:
+        active = flt.states is not None and any(not s.terminal for s in flt.states)
+        jobs = queue(store) if active else []
+        if flt.wants_ended():
+            narrowed = flt.users is not None or flt.states is not None or start is not None or end is not None
+            jobs += store.ended_jobs(limit=max(limit, HISTORY_SCANNED) if narrowed else limit)
+    return [j for j in jobs if flt.matches(j) and in_window(j, start, end, flt.states)][:limit]
+
+
+@dataclass
+class CancelReport:
+    cancelled: list[int] = field(default_factory=list)
+    errors: list[tuple[int, MinihpcError]] = field(default_factory=list)
+    not_yours: list[int] = field(default_factory=list)
+    """Jobs the filters matched that ``who`` may not cancel (left alone, not an error)."""
+
+
+def require_selection(ids_given: bool, flt: JobFilter) -> None:
+    """scancel refuses to run with neither job ids nor a filter."""
+    if not ids_given and flt.empty:
+        raise UsageError("no job identification provided: give job ids, or --name, --state or --user")
+
+
+def cancel_matching(store: Store, ids: list[int], flt: JobFilter, who: Principal) -> CancelReport:
+    """scancel: with ids, each id that is pending or running and matches the filters (an id
+    that does not exist or has ended is an error, one the filters pass over is left alone);
+    without, every pending or running job the filters match that ``who`` may cancel."""
+    require_selection(bool(ids), flt)
+    report = CancelReport()
+    if ids:
+        targets = []
+        for job_id in ids:
+            try:
+                job = store.get_job(job_id)
+            except MinihpcError as exc:
+                report.errors.append((job_id, exc))
+                continue
+            if job.state.terminal:
+                report.errors.append((job_id, Conflict(f"job {job_id} already ended ({job.state.value})")))
+            elif flt.matches(job):
+                targets.append(job_id)
+    else:
+        matched = [j for j in queue(store) if flt.matches(j)]
+        report.not_yours = [j.id for j in matched if not (who.admin or j.user == who.user)]
+        targets = [j.id for j in matched if j.id not in report.not_yours]
+    for job_id in targets:
+        try:
+            cancel(store, job_id, who)
+        except MinihpcError as exc:
+            report.errors.append((job_id, exc))
+        else:
+            report.cancelled.append(job_id)
+    return report
