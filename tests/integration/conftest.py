@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,16 @@ def _pings(client) -> bool:
         return client.ping()
     except redis.ConnectionError:
         return False
+
+
+@pytest.fixture
+def store(redis_port):
+    """A Store on the test's own redis-server."""
+    from minihpc.state.store import Store
+    return Store(redis.Redis(port=redis_port))
+
+
+def add_pending(store, job_id: int, nodes: int = 2) -> None:
+    """A pending job record, straight into the store."""
+    from minihpc.core.models import Job
+    store.add_job(Job(job_id, f"j{job_id}", "u", "s", "s", "x", nodes_requested=nodes, submitted_at=time.time()))

@@ -2,33 +2,23 @@
 several nodes are all-or-nothing, and nodes are released only when the job is over."""
 
 import threading
-import time
 
 import pytest
-import redis
 
-from minihpc.core.models import Job, JobState
+from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.state import keys
-from minihpc.state.store import Store
+
+from tests.integration.conftest import add_pending
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def store(redis_port):
-    return Store(redis.Redis(port=redis_port))
-
-
-def _add(store, job_id, nodes=2):
-    store.add_job(Job(job_id, f"j{job_id}", "u", "s", "s", "x", nodes_requested=nodes, submitted_at=time.time()))
 
 
 def test_competing_reservations_for_overlapping_nodes_never_split(store):
     for n in range(200):
         store.r.flushdb()
-        _add(store, 1)
-        _add(store, 2)
+        add_pending(store, 1)
+        add_pending(store, 2)
         results = {}
         barrier = threading.Barrier(2)
 
@@ -56,7 +46,7 @@ def test_competing_reservations_for_overlapping_nodes_never_split(store):
 
 
 def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
-    _add(store, 1, nodes=2)
+    add_pending(store, 1, nodes=2)
     job = store.start(1, ["a", "b"], lambda pipe, job: None)
     assert store.record_result(1, job.attempts, "a", NodeResult(0)) is None
     assert store.r.get(keys.node_alloc("a")) == b"1"  # a finished but the job has not
@@ -70,7 +60,7 @@ def test_nodes_stay_held_until_every_node_of_the_job_reports(store):
 def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(store):
     from minihpc.core.outcome import held_failure
 
-    _add(store, 1, nodes=2)
+    add_pending(store, 1, nodes=2)
     job = store.start(1, ["a", "b"], lambda pipe, job: None)
     assert store.record_result(1, job.attempts, "b", NodeResult(134, "SIGABRT")) is None
     held = store.get_job(1)
@@ -87,7 +77,7 @@ def test_a_failure_is_held_then_ends_the_job_and_later_reports_only_release(stor
 
 
 def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
-    _add(store, 1, nodes=3)
+    add_pending(store, 1, nodes=3)
     job = store.start(1, ["a", "b", "c"], lambda pipe, job: None)
     store.record_result(1, job.attempts, "a", NodeResult(1))  # a peer died under its collective
     assert store.transition(1, JobState.NODE_FAIL, "node c failed", only_from=[JobState.RUNNING], failed_node="c")
@@ -114,7 +104,7 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
 
 
 def test_ended_jobs_refuse_new_states(store):
-    _add(store, 1, nodes=1)
+    add_pending(store, 1, nodes=1)
     assert store.transition(1, JobState.CANCELLED, "by test")
     assert not store.transition(1, JobState.RUNNING, "x")
     assert store.start(1, ["a"], lambda pipe, job: None) is None
@@ -122,8 +112,8 @@ def test_ended_jobs_refuse_new_states(store):
 
 
 def test_reconcile_puts_every_job_in_the_set_its_state_says(store):
-    _add(store, 1, nodes=1)
-    _add(store, 2, nodes=1)
+    add_pending(store, 1, nodes=1)
+    add_pending(store, 2, nodes=1)
     store.r.set(keys.JOB_SEQ, 2)
     store.transition(2, JobState.CANCELLED, "test")
     store.r.srem(keys.JOBS_PENDING, 1)  # as if a write was lost

@@ -18,6 +18,15 @@ class JobState(str, Enum):
     RUNNING   -> TIMEOUT     it ran past its time limit
     RUNNING   -> NODE_FAIL   one of its nodes stopped heartbeating or lost its allocation
     NODE_FAIL -> PENDING     requeued after a node failure (it keeps its id and counts attempts)
+
+    By a user's request (``minihpc scontrol``; what may change when is decided by
+    :mod:`minihpc.core.job_control`, not by :func:`can_transition`):
+
+    RUNNING   -> PENDING     ``scontrol requeue``: torn down, a new attempt later (not counted
+                             as a node-failure requeue)
+    ended     -> PENDING     ``scontrol requeue`` of a COMPLETED/FAILED/CANCELLED/TIMEOUT/NODE_FAIL job
+    PENDING, held            ``scontrol hold``: a sub-state (:attr:`Job.held`) the scheduler skips
+                             until ``scontrol release``
     """
 
     PENDING = "PENDING"
@@ -87,7 +96,8 @@ class NodeState(str, Enum):
 class Job:
     """One job record, stored as a Redis hash (lists as JSON, None as an empty string).
 
-    Sub-states that are not states of their own are named here as properties: a RUNNING job
+    Sub-states that are not states of their own are named here as properties: a PENDING job
+    may be :attr:`held` (``scontrol hold``: the scheduler skips it), a RUNNING job
     may be :attr:`failing` (one node's ranks failed; the master holds the verdict until it
     knows whether a node died), and a NODE_FAIL job is final only once the master has decided
     not to requeue it (``Store.requeue_undecided``; see :meth:`ended_for_good`)."""
@@ -108,6 +118,7 @@ class Job:
     workdir: str = ""
     state: JobState = JobState.PENDING
     reason: str = "None"
+    held_by: str | None = None  # who put the job on hold (scontrol hold), None when not held
     attempts: int = 0
     requeues: int = 0  # times a node failure sent it back to the queue
     exit_code: int | None = None
@@ -124,7 +135,12 @@ class Job:
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues")
     _OPT_INTS = ("exit_code",)
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since")
-    _OPT_STRS = ("signal", "failed_node", "first_failure")
+    _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
+
+    @property
+    def held(self) -> bool:
+        """PENDING and on hold (``scontrol hold``): never started until released."""
+        return self.state is JobState.PENDING and self.held_by is not None
 
     @property
     def failing(self) -> bool:
@@ -143,6 +159,7 @@ class Job:
         self.reason = "None"
         self.nodes = list(nodes)
         self.attempts += 1
+        self.held_by = None
         self.started_at = now
         self.ended_at = None
         self.exit_code = None
@@ -199,6 +216,7 @@ class Job:
         out["state"] = self.state.value
         out["state_code"] = self.state.code
         out["priority"] = self.priority.value
+        out["held"] = self.held
         return out
 
 

@@ -180,3 +180,85 @@ def compress_hostlist(names: list[str]) -> str:
                 start = prev = n
         parts.append(f"{key}[{','.join(ranges)}]")
     return ",".join(parts)
+
+
+HOSTLIST_MAX = 65536
+"""Names one host list may expand to (Slurm's hostlist.c caps a range at 64 Ki hosts too): a
+typo like ``n[1-100000000]`` is refused instead of filling memory."""
+
+_HOSTLIST_FORMS = "name, prefix[1-3,5]suffix or n[01-10], comma-separated"
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's host list to names, in order and with repeats, as ``scontrol show hostnames``:
+    ``worker-node-[1-2],master-node`` -> worker-node-1, worker-node-2, master-node.
+
+    A range keeps its lower bound's zero padding (``n[01-03]`` -> n01, n02, n03); several
+    bracket groups in one name expand as their product (``r[1-2]n[1-2]`` -> r1n1, r1n2, ...).
+    Commas and whitespace outside brackets separate names; empty items are skipped.
+    UsageError for an unbalanced or nested bracket, a bad range, or more than HOSTLIST_MAX names.
+    """
+    names: list[str] = []
+    for item in _hostlist_items(text):
+        expanded = [""]
+        for literal, ranges in _hostlist_parts(item):
+            if ranges is None:
+                expanded = [e + literal for e in expanded]
+                continue
+            numbers = _expand_ranges(ranges, text)
+            if len(expanded) * len(numbers) + len(names) > HOSTLIST_MAX:
+                raise UsageError(f"host list {text!r} names more than {HOSTLIST_MAX} hosts")
+            expanded = [e + n for e in expanded for n in numbers]
+        names.extend(expanded)
+    return names
+
+
+def _hostlist_items(text: str) -> list[str]:
+    """The top-level items: split at commas and whitespace that are not inside brackets."""
+    items, current, depth = [], "", 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise UsageError(f"invalid host list {text!r}: nested '['; expected {_HOSTLIST_FORMS}")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise UsageError(f"invalid host list {text!r}: ']' without '['; expected {_HOSTLIST_FORMS}")
+        if depth == 0 and (ch == "," or ch.isspace()):
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    if depth:
+        raise UsageError(f"invalid host list {text!r}: '[' without ']'; expected {_HOSTLIST_FORMS}")
+    items.append(current)
+    return [i for i in items if i]
+
+
+def _hostlist_parts(item: str) -> list[tuple[str, str | None]]:
+    """(literal, None) and ("", bracket contents) pieces of one item, in order."""
+    parts = []
+    for piece in re.split(r"(\[[^\]]*\])", item):
+        if piece.startswith("["):
+            parts.append(("", piece[1:-1]))
+        elif piece:
+            parts.append((piece, None))
+    return parts
+
+
+def _expand_ranges(ranges: str, text: str) -> list[str]:
+    """``1,3-5`` -> 1, 3, 4, 5; ``08-10`` -> 08, 09, 10 (the lower bound's width)."""
+    out: list[str] = []
+    for term in ranges.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", term)
+        if not m:
+            raise UsageError(
+                f"invalid host list {text!r}: bad range {term!r} in [{ranges}]; expected {_HOSTLIST_FORMS}")
+        lo, hi = m.group(1), m.group(2) or m.group(1)
+        if int(hi) < int(lo):
+            raise UsageError(f"invalid host list {text!r}: range {term!r} ends before it starts")
+        if int(hi) - int(lo) + 1 + len(out) > HOSTLIST_MAX:
+            raise UsageError(f"host list {text!r} names more than {HOSTLIST_MAX} hosts")
+        out.extend(str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1))
+    return out

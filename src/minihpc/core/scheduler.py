@@ -1,5 +1,5 @@
 """Gang scheduling as pure functions: which pending jobs start now, on which nodes, and why
-the others wait.
+the others wait. A held job (``scontrol hold``) is passed over as if it were not queued.
 
 The policy is strict priority with *conservative backfill*: jobs are taken in priority order
 (high, normal, low; then submit time). Each job gets the earliest start at which all of its
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from minihpc.core.job_control import HELD_REASON
 from minihpc.core.models import Job, JobState, NodeState, NodeStatus
 
 INF = math.inf
@@ -120,6 +121,10 @@ def plan(
     someone_ahead_waits = False
 
     for job in sorted(pending, key=queue_order_key):
+        if job.held:
+            # scontrol hold: not started, and no nodes kept for it -- as if it were not queued.
+            result.reasons[job.id] = HELD_REASON
+            continue
         dep = dependency_status(job, dependency_states)
         if dep == "DependencyNeverSatisfied":
             result.cancels[job.id] = dep

@@ -115,17 +115,20 @@ class JobRecords:
         self.r.srem(keys.JOBS_NODE_FAILED, job_id)
 
     def set_reasons(self, reasons: dict[int, str]) -> None:
-        """Record why pending jobs wait (only for jobs still pending)."""
+        """Record why pending jobs wait: only for jobs still pending and not held. One
+        transaction, so a hold that lands between the scheduler's read and this write keeps
+        its reason (JobHeldUser): the write is retried and then passes that job over."""
         if not reasons:
             return
-        with self.r.pipeline(transaction=False) as pipe:
-            for job_id in reasons:
-                pipe.hget(keys.job(job_id), "state")
-            states = pipe.execute()
-            for (job_id, reason), state in zip(reasons.items(), states):
-                if text(state) == JobState.PENDING.value:
+
+        def body(pipe):
+            current = [pipe.hmget(keys.job(job_id), "state", "held_by") for job_id in reasons]
+            pipe.multi()
+            for (job_id, reason), (state, held_by) in zip(reasons.items(), current):
+                if text(state) == JobState.PENDING.value and not text(held_by):
                     pipe.hset(keys.job(job_id), "reason", reason)
-            pipe.execute()
+
+        atomic(self.r, [keys.job(job_id) for job_id in reasons], body)
 
     # -- housekeeping -------------------------------------------------------------------
 

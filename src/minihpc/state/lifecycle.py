@@ -1,4 +1,5 @@
-"""How a job's state changes: start, node results, the end, requeue -- each one atomic.
+"""How a job's state changes: start, node results, the end, requeue, and a user's requests
+(``scontrol`` hold, release, update, requeue) -- each one atomic.
 
 Every change is one optimistic transaction (:func:`minihpc.state.atomic.atomic`) that reads the
 job, decides with a pure function of :mod:`minihpc.core`, and writes the job, the job sets, the
@@ -8,16 +9,21 @@ node allocations, the counters and a wake-up for the master together.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 
+from minihpc.core import job_control
 from minihpc.core.errors import NotFound
+from minihpc.core.job_control import Update
 from minihpc.core.models import Job, JobState, can_transition
 from minihpc.core.outcome import NodeResult, Outcome, after_report, starts_failure
 from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import BLOCK_MAX, text, texts
 from minihpc.state.events import job_event, publish
+
+log = logging.getLogger(__name__)
 
 SERIES_TTL = 7 * 86400
 """Seconds an ended job's progress reports are kept (`minihpc report` needs them)."""
@@ -91,7 +97,7 @@ class JobLifecycle:
             if not raw:
                 return None
             job = Job.from_record(texts(raw))
-            if job.state is not JobState.PENDING:
+            if job.state is not JobState.PENDING or job.held:
                 return None
             if any(pipe.exists(keys.node_alloc(n)) for n in nodes):
                 return None
@@ -172,6 +178,68 @@ class JobLifecycle:
 
         return atomic(self.r, [keys.job(job_id)], body)
 
+    # -- a user's requests (scontrol), decided by minihpc.core.job_control ------------------
+
+    def hold(self, job_id: int, user: str) -> Job:
+        """A PENDING job held by ``user``: the scheduler skips it until released."""
+        return self._control(job_id, "held", lambda job: job_control.hold(job, user))
+
+    def release(self, job_id: int) -> Job:
+        """A held PENDING job back to the scheduler."""
+        return self._control(job_id, "released", job_control.release)
+
+    def update_job(self, job_id: int, update: Update, admin: bool, capacity: int) -> Job:
+        """TimeLimit / Priority / NumNodes changed together, if the job's state allows all."""
+        return self._control(job_id, "updated", lambda job: job_control.apply_update(job, update, admin, capacity))
+
+    def _control(self, job_id: int, what: str, decide: Callable[[Job], Job]) -> Job:
+        """Read the job, let ``decide`` (pure) say how it is to be, write the fields that differ
+        and wake the master -- one transaction; the job as written."""
+
+        def body(pipe):
+            job = _read(pipe, job_id)
+            after = decide(job)
+            fields = job_control.changed_fields(job, after)
+            if fields:
+                pipe.multi()
+                pipe.hset(keys.job(job_id), mapping=fields)
+                pipe.rpush(keys.EVENTS, f"{what} {job_id}")
+                publish(pipe, job_event(job_id, after.state.value))
+            return after
+
+        after = atomic(self.r, [keys.job(job_id)], body)
+        log.info("job %s: %s (%s)", job_id, what, after.reason)
+        return after
+
+    def requeue_job(self, job_id: int, hold: str | None = None) -> Job:
+        """RUNNING or ended -> PENDING by a user's request (``scontrol requeue``; held by user
+        ``hold`` if given: ``requeuehold``): the same id, a new attempt once the scheduler
+        starts it. Nodes whose ranks already reported are freed now; the others' agents see the
+        attempt is no longer running, tear it down and free theirs by their report (as after a
+        node failure, but not counted as one)."""
+
+        def body(pipe):
+            job = _read(pipe, job_id)
+            after = job_control.requeue(job, hold)
+            results_key = keys.job_results(job.id, job.attempts)
+            pipe.watch(results_key, *[keys.node_alloc(n) for n in job.nodes])
+            releasable = held_by(pipe, [text(n) for n in pipe.hkeys(results_key)], job.id)
+            pipe.multi()
+            pipe.hset(keys.job(job_id), mapping=job_control.changed_fields(job, after))
+            pipe.srem(keys.JOBS_ACTIVE, job_id)
+            pipe.zrem(keys.JOBS_ENDED, job_id)
+            pipe.srem(keys.JOBS_NODE_FAILED, job_id)  # the master's own requeue decision is moot
+            pipe.sadd(keys.JOBS_PENDING, job_id)
+            pipe.persist(keys.job_series(job_id))
+            free(pipe, releasable)
+            pipe.rpush(keys.EVENTS, f"requeued {job_id}")
+            publish(pipe, job_event(job_id, JobState.PENDING.value))
+            return job, after
+
+        before, after = atomic(self.r, [keys.job(job_id)], body)
+        log.info("job %s: requeued from %s after attempt %s", job_id, before.state.value, before.attempts)
+        return after
+
     # -- rendezvous: node rank 0's master port, handed to each peer ----------------------
 
     def publish_port(self, job_id: int, attempt: int, port: int, peers: int) -> None:
@@ -186,6 +254,13 @@ class JobLifecycle:
         (BLOCK_MAX at most, within the connection's socket timeout)."""
         got = self.r.blpop([keys.job_rendezvous(job_id, attempt)], timeout=min(BLOCK_MAX, timeout))
         return int(got[1]) if got else None
+
+
+def _read(pipe, job_id: int) -> Job:
+    raw = pipe.hgetall(keys.job(job_id))
+    if not raw:
+        raise NotFound(f"job {job_id} does not exist")
+    return Job.from_record(texts(raw))
 
 
 def _releasable(job: Job, results: dict, node: str, current: bool, outcome: Outcome | None) -> list[str]:

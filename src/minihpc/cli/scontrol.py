@@ -1,0 +1,143 @@
+"""``minihpc scontrol``: Slurm's scontrol(1) for what minihpc has -- show job / hostnames /
+hostlist, hold, release, requeue, requeuehold, update -- thin over :mod:`minihpc.client.control`.
+
+Like scontrol, a change that succeeds prints nothing; each one that fails prints one line, and
+the exit status is non-zero if any did."""
+
+from __future__ import annotations
+
+import pwd
+import sys
+import time
+
+from minihpc.cli.display import timestamp
+from minihpc.client import access, control, logs
+from minihpc.client import jobs as client_jobs
+from minihpc.client.session import open_store
+from minihpc.core.config import Settings
+from minihpc.core.errors import MinihpcError, UsageError
+from minihpc.core.models import Job, JobState
+from minihpc.core.outcome import format_exit
+from minihpc.core.parsing import compress_hostlist, format_elapsed
+
+SHOW_ENTITIES = ("job", "jobs", "hostnames", "hostname", "hostlist")
+INDENT = "   "
+
+
+def cmd_show(args, settings: Settings) -> int:
+    entity = args.entity
+    if entity in ("hostnames", "hostname"):  # no cluster needed: it runs inside jobs too
+        if len(args.args) > 1:
+            raise UsageError("show hostnames takes one host list (comma-separated)")
+        print("\n".join(control.hostnames(args.args[0] if args.args else None)))
+        return 0
+    if entity == "hostlist":
+        print(control.hostlist(args.args or [None]))
+        return 0
+    if len(args.args) > 1:
+        raise UsageError("show job takes one job id")
+    job_id = client_jobs.parse_job_id(args.args[0]) if args.args else None
+    store = open_store(settings)
+    jobs = [control.job(store, job_id)] if job_id else client_jobs.queue(store, include_ended=True)
+    now = time.time()
+    for job in jobs:
+        lines = job_lines(job, now, str(logs.log_dir(store, job.id) / "%N.log"))  # a log per node
+        print(" ".join(lines) if args.oneliner else f"\n{INDENT}".join(lines))
+        if not args.oneliner:
+            print()
+    return 0
+
+
+def job_lines(job: Job, now: float, stdout: str) -> list[str]:
+    """The job in scontrol's ``Key=Value`` layout, one list item per output line."""
+    pending = job.state is JobState.PENDING
+    end = job.ended_at
+    if end is None and job.state is JobState.RUNNING and job.time_limit is not None and job.started_at:
+        end = job.started_at + job.time_limit  # as Slurm: when its limit ends it
+    dependency = "afterok:" + ":".join(map(str, job.dependency)) if job.dependency else "(null)"
+    rows = [
+        [("JobId", job.id), ("JobName", job.name)],
+        [("UserId", user_id(job.user))],
+        [("Priority", job.priority.value)],
+        [("JobState", job.state.value), ("Reason", job.reason), ("Dependency", dependency)],
+        [("Requeue", 1), ("Restarts", max(job.attempts - (0 if pending else 1), 0)), ("BatchFlag", 1),
+         ("ExitCode", "0:0" if job.exit_code is None else format_exit(job.exit_code, job.signal))],
+        [("RunTime", format_elapsed(client_jobs.elapsed(job, now))), ("TimeLimit", time_limit(job.time_limit))],
+        [("SubmitTime", timestamp(job.submitted_at))],
+        [("StartTime", timestamp(job.started_at)), ("EndTime", timestamp(end))],
+        [("NodeList", "(null)" if pending else compress_hostlist(job.nodes) or "(null)")],
+        [("NumNodes", len(job.nodes) if job.nodes and not pending else job.nodes_requested),
+         ("NumTasks", job.nodes_requested * job.tasks_per_node),
+         ("NtasksPerN:B:S:C", f"{job.tasks_per_node}:0:*:*")],
+        [("Command", " ".join([job.script_source, *job.args]))],
+        [("WorkDir", job.workdir)],
+        [("StdErr", stdout)],
+        [("StdOut", stdout)],
+    ]
+    return [" ".join(f"{key}={value}" for key, value in row) for row in rows]
+
+
+def time_limit(seconds: float | None) -> str:
+    """scontrol's TimeLimit: [days-]hours:minutes:seconds, or UNLIMITED."""
+    return "UNLIMITED" if seconds is None else format_elapsed(seconds)
+
+
+def user_id(user: str) -> str:
+    """``alice(1000)`` as scontrol prints it, or the bare name for a user this host does not
+    know (one named by an API token)."""
+    try:
+        return f"{user}({pwd.getpwnam(user).pw_uid})"
+    except KeyError:
+        return user
+
+
+def cmd_change(args, settings: Settings) -> int:
+    """hold / release / requeue / requeuehold, each job on its own: one line per failure."""
+    ids = control.parse_job_list(args.ids)
+    store = open_store(settings)
+    who = access.for_cli(store)
+    change = {
+        "hold": control.hold,
+        "release": control.release,
+        "requeue": control.requeue,
+        "requeuehold": lambda s, j, w: control.requeue(s, j, w, hold=True),
+    }[args.action]
+    failures = 0
+    for job_id in ids:
+        try:
+            change(store, job_id, who)
+        except MinihpcError as exc:
+            print(f"minihpc scontrol {args.action}: error: {exc}", file=sys.stderr)
+            failures += 1
+    return 1 if failures else 0
+
+
+def cmd_update(args, settings: Settings) -> int:
+    request = control.parse_update(args.words)  # a bad word is refused before Redis is asked
+    store = open_store(settings)
+    control.update(store, request, access.for_cli(store))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("scontrol", help="Slurm's scontrol: show job/hostnames, hold, release, requeue, update")
+    p.add_argument("-o", "--oneliner", action="store_true", help="show each job on one line")
+    actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
+    s = actions.add_parser("show", help="show job [ID] | hostnames [LIST] | hostlist LIST")
+    s.add_argument("entity", type=str.lower, choices=SHOW_ENTITIES)
+    s.add_argument("args", nargs="*", metavar="ID|LIST",
+                   help="a job id; a host list (default $SLURM_JOB_NODELIST, for hostnames)")
+    s.set_defaults(func=cmd_show)
+    helps = {
+        "hold": "keep pending jobs from starting (Reason=JobHeldUser)",
+        "release": "let held jobs start again",
+        "requeue": "send running or ended jobs back to the queue (a new attempt)",
+        "requeuehold": "requeue, and hold",
+    }
+    for action, text in helps.items():
+        a = actions.add_parser(action, help=text)
+        a.add_argument("ids", nargs="+", metavar="ID", help="job ids, space- or comma-separated")
+        a.set_defaults(func=cmd_change)
+    u = actions.add_parser("update", help="JobId=ID [TimeLimit=T] [Priority=low|normal|high] [NumNodes=N]")
+    u.add_argument("words", nargs="+", metavar="KEY=VALUE")
+    u.set_defaults(func=cmd_update)
