@@ -26,6 +26,13 @@ RUN python3 -m venv /opt/venv \
     && printf '#!/bin/sh\nexec python3 -m minihpc.cli "$@"\n' > /opt/venv/bin/minihpc \
     && chmod 755 /opt/venv/bin/minihpc
 
+# Slurm's command names, made like `minihpc` above: sbatch runs `minihpc submit`, and so on
+# (minihpc.cli.slurm.ALIASES). A layer of its own, so changing the list reinstalls nothing.
+RUN for alias in sbatch squeue scancel sinfo sacct scontrol; do \
+        printf '#!/bin/sh\nexec python3 -m minihpc.cli.slurm %s "$@"\n' "$alias" > "/opt/venv/bin/$alias" \
+        && chmod 755 "/opt/venv/bin/$alias" || exit 1; \
+    done
+
 # Jobs' ranks run as `job`, a user of their own: node agents run as root with a few
 # capabilities only to start them as that user (src/minihpc/node/identity.py), so a job can read
 # no daemon's environment, signal no daemon and write neither the spool nor the daemons' files.

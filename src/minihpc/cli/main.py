@@ -12,7 +12,7 @@ import os
 import sys
 
 from minihpc import __version__
-from minihpc.cli import daemons, jobs, nodes, ops, tokens, validate
+from minihpc.cli import completion, daemons, jobs, nodes, ops, scontrol, tokens, validate
 from minihpc.cli.parser import Parser
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
@@ -29,14 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help="a TOML config file (also MINIHPC_CONFIG)")
     parser.add_argument("--redis-url", default=None, help="the cluster's Redis (also MINIHPC_REDIS_URL)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in (jobs, nodes, daemons, ops, tokens, validate):
+    for group in (jobs, nodes, daemons, ops, scontrol, tokens, validate, completion):
         group.add_parsers(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None,
+         name: str | None = None) -> int:
+    """Run one command. ``parser`` and ``name`` let a Slurm alias (cli.slurm) speak as itself:
+    its own usage lines, and ``sbatch: error: ...`` instead of ``minihpc submit: error: ...``."""
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
+    who = name or f"minihpc {args.command}"
     level = logging.DEBUG if args.debug else logging.INFO if args.command in DAEMONS else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -45,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     except MinihpcError as exc:
         if args.debug:
             raise
-        print(f"minihpc {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{who}: error: {exc}", file=sys.stderr)
         return 1
     except REDIS_ERRORS as exc:  # Redis went away after connecting (logs -f, queue --watch, wait)
         if args.debug:
             raise
-        print(f"minihpc {args.command}: error: the cluster's Redis stopped answering ({exc})", file=sys.stderr)
+        print(f"{who}: error: the cluster's Redis stopped answering ({exc})", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for a user; daemons keep their traceback
         if args.debug or args.command in DAEMONS:
             raise
-        print(f"minihpc {args.command}: unexpected error: {type(exc).__name__}: {exc} "
+        print(f"{who}: unexpected error: {type(exc).__name__}: {exc} "
               "(run with --debug for the traceback)", file=sys.stderr)
         return 1
 

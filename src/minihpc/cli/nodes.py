@@ -1,4 +1,4 @@
-"""Node and cluster views: nodes (sinfo -N, drain/resume/forget), incidents, monitor."""
+"""Node and cluster views: nodes (sinfo -N, sinfo -R, drain/resume/forget), incidents, monitor."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from minihpc.cli.display import (
     print_json,
     queue_rows,
     render,
+    timestamp,
 )
 from minihpc.client import access
 from minihpc.client import jobs as client_jobs
@@ -20,8 +21,14 @@ from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
 from minihpc.core import training
 from minihpc.core.config import Settings
-from minihpc.core.models import JobState, node_state_changes
+from minihpc.core.models import JobState, NodeStatus, node_state_changes
+from minihpc.core.parsing import compress_hostlist
+from minihpc.state.events import INCIDENTS_KEPT
 from minihpc.state.store import Store
+
+REASON_HEADERS = ["REASON", "USER", "TIMESTAMP", "NODELIST"]
+NOT_RESPONDING = "Not responding"
+"""sinfo's reason for a node that is DOWN without having been drained."""
 
 
 def _watch_nodes(store: Store, interval: float) -> int:
@@ -41,6 +48,46 @@ def _watch_nodes(store: Store, interval: float) -> int:
             time.sleep(interval)
     except KeyboardInterrupt:
         return 0
+
+
+def _last(incidents: list[dict], node: str, kind: str, undone_by: str) -> dict | None:
+    """The newest ``kind`` incident of ``node`` (incidents come newest first), unless an
+    ``undone_by`` incident came after it (a "drained" from before the last "resumed")."""
+    for item in incidents:
+        if item.get("node") == node and item.get("kind") in (kind, undone_by):
+            return item if item["kind"] == kind else None
+    return None
+
+
+def reasons(nodes: list[NodeStatus], incidents: list[dict]) -> list[dict]:
+    """Drained and DOWN nodes with why, who and since when, as ``sinfo -R`` lists them.
+
+    Only the reason is stored with a drain; its time is that of its "drained" incident while
+    the incident log still holds it, and who drained it is known only if that incident names
+    a ``user``. A DOWN node that is not drained is "Not responding" since its "down"
+    incident, or else since its last heartbeat."""
+    out = []
+    for n in nodes:
+        if n.drain_reason is not None:
+            reason, seen = n.drain_reason, _last(incidents, n.name, "drained", "resumed")
+            since = seen["at"] if seen else None
+        elif not n.alive:
+            reason, seen = NOT_RESPONDING, _last(incidents, n.name, "down", "back")
+            since = seen["at"] if seen else n.last_heartbeat
+        else:
+            continue
+        out.append({"node": n.name, "state": n.state.value, "reason": reason,
+                    "user": (seen or {}).get("user"), "since": since})
+    return out
+
+
+def reason_rows(items: list[dict]) -> list[list[str]]:
+    """One row per (reason, user, timestamp), its nodes as one compact NODELIST, as sinfo does."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for item in items:
+        key = (item["reason"], item["user"] or "Unknown", timestamp(item["since"]))
+        groups.setdefault(key, []).append(item["node"])
+    return [[*key, compress_hostlist(names)] for key, names in groups.items()]
 
 
 def cmd_nodes(args, settings: Settings) -> int:
@@ -63,6 +110,13 @@ def cmd_nodes(args, settings: Settings) -> int:
             print(f"resumed {name}: it takes jobs again; its restart history is cleared")
         return 0
     nodes = store.node_statuses()
+    if args.list_reasons:
+        items = reasons(nodes, store.incidents(INCIDENTS_KEPT))
+        if args.json:
+            print_json(items)
+        else:
+            print(render(REASON_HEADERS, reason_rows(items)))
+        return 0
     if args.check:
         state = {n.name: n for n in nodes}.get(args.check)
         if state is None or not state.alive:
@@ -146,6 +200,9 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("nodes", help="the nodes and their state (like sinfo -N)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("-R", "--list-reasons", action="store_true",
+                   help="drained and DOWN nodes with the reason, as sinfo -R (who drained: not recorded)")
+    p.add_argument("-N", "--Node", action="store_true", help="accepted for sinfo -N: the list is one line per node already")
     p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
     p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
     p.add_argument("--forget", nargs="+", metavar="NODE", default=None, help="remove DOWN nodes from the registry")
