@@ -68,9 +68,14 @@ def login_name() -> str:
         return f"uid{os.geteuid()}"
 
 
+def can_change(who: Principal, job: Job) -> bool:
+    """Whether ``who`` owns ``job`` or is an admin: who may change a job."""
+    return who.admin or job.user == who.user
+
+
 def may_change(who: Principal, job: Job) -> None:
-    """Forbidden unless ``who`` owns ``job`` or is an admin."""
-    if not (who.admin or job.user == who.user):
+    """Forbidden unless ``who`` may change ``job`` (can_change)."""
+    if not can_change(who, job):
         raise Forbidden(f"job {job.id} belongs to {job.user}; {who.user} may not change it")
 
 

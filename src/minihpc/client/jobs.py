@@ -7,7 +7,7 @@ import pwd
 import time
 from dataclasses import dataclass, field
 
-from minihpc.client.access import Principal, may_change
+from minihpc.client.access import Principal, can_change, may_change
 from minihpc.core.errors import Conflict, Forbidden, MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
@@ -243,7 +243,7 @@ def cancel_matching(store: Store, ids: list[int], flt: JobFilter, who: Principal
                 targets.append(job_id)
     else:
         matched = [j for j in queue(store) if flt.matches(j)]
-        report.not_yours = [j.id for j in matched if not (who.admin or j.user == who.user)]
+        report.not_yours = [j.id for j in matched if not can_change(who, j)]
         targets = [j.id for j in matched if j.id not in report.not_yours]
     for job_id in targets:
         try:
