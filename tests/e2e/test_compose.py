@@ -137,3 +137,29 @@ def test_the_api_serves_the_page_and_runs_a_job_across_the_containers(idle):
     assert text.count("all-reduce sum 6, expected 6") == 3, text
     assert '"state":"COMPLETED"' in text.split("event: end")[-1], text
     assert idle.show(job_id)["user"] == "e2e"
+
+
+def test_a_bash_sbatch_script_with_srun_runs_across_the_containers(idle):
+    """man sbatch / man srun: a bash batch script runs once on the first node; ``srun`` starts
+    its tasks in every container (block distribution); ``scontrol show hostnames`` lists them."""
+    job_id = idle.submit("tests/integration/jobs/srun_layout.sh", nodes=3)
+    job = idle.wait(job_id, timeout=120)
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    assert job["state"] == "COMPLETED" and job["launch"] == "batch", logs
+    assert "batch: node=master-node first=master-node nodelist=master-node,worker-node-[1-2] nnodes=3 " \
+           "tasks_per_node=2(x3) procid=0" in logs, logs
+    tasks = sorted(re.findall(r"step=0 task=(\d)/6 local=(\d) nodeid=(\d) node=([\w-]+)", logs))
+    assert tasks == [(str(t), str(t % 2), str(t // 2), sorted(NODES)[t // 2]) for t in range(6)], logs
+
+
+def test_a_published_ddp_sbatch_script_runs_unchanged(idle):
+    """``srun torchrun --nnodes $SLURM_NNODES --rdzv-backend c10d --rdzv-endpoint $head:29500``
+    with ``head`` from ``scontrol show hostnames | head -n 1``: node names resolve between the
+    containers, and each rank's all-reduce is checked by hello.py."""
+    job_id = idle.submit("jobs/ddp_sbatch.sh", nodes=2)
+    job = idle.wait(job_id, timeout=180)
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    assert job["state"] == "COMPLETED", logs
+    assert "rendezvous at master-node:29500" in logs, logs
+    hosts = set(re.findall(r"of 2 on node [\w-]+ \(host ([\w-]+),", logs))
+    assert hosts == {"master-node", "worker-node-1"} and logs.count("all-reduce sum 3, expected 3") == 2, logs

@@ -37,7 +37,8 @@ def _job_count(cluster):
         (["--priority", "urgent", str(JOBS / "gate.py")], ["invalid choice: 'urgent'"]),
         (["-t", "1:xx", str(JOBS / "gate.py")], ["invalid time limit '1:xx'"]),
         (["-d", "afterok:99999", str(JOBS / "gate.py")], ["names job 99999, which does not exist"]),
-        (["-d", "after:1", str(JOBS / "gate.py")], ["invalid dependency 'after:1'"]),
+        (["-d", "afterwards:1", str(JOBS / "gate.py")], ["invalid dependency 'afterwards:1'", "unknown type"]),
+        (["-d", "afternotok:99999", str(JOBS / "gate.py")], ["afternotok:99999 names job 99999, which does not exist"]),
     ],
 )
 def test_bad_submissions_are_refused_and_change_nothing(cluster, args, fragments):

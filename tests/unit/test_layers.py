@@ -16,7 +16,7 @@ PACKAGE = ROOT / "src" / "minihpc"
 LAYERS = {
     "core": set(),
     "machine": set(),
-    "job": {"machine"},
+    "job": {"machine", "core"},  # core is pure and dependency-free: srun and the local torchrun parse with it
     "state": {"core"},
     "restart": {"state", "machine", "core"},
     "metrics": {"state", "machine", "core", "job"},

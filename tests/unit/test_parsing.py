@@ -5,7 +5,6 @@ from minihpc.core.parsing import (
     compress_hostlist,
     format_duration,
     header_options,
-    parse_dependency,
     parse_time_limit,
 )
 
@@ -48,15 +47,7 @@ def test_duration_formatting_matches_squeue():
     assert format_duration(None) == "UNLIMITED"
 
 
-def test_dependency_lists():
-    assert parse_dependency("afterok:3") == [3]
-    assert parse_dependency("afterok:3:4,afterok:7") == [3, 4, 7]
-
-
-@pytest.mark.parametrize("text", ["afterany:3", "afterok", "afterok:", "afterok:x", "afterok:0", ","])
-def test_bad_dependency(text):
-    with pytest.raises(UsageError):
-        parse_dependency(text)
+# Dependencies: tests/unit/test_dependency_kinds.py (minihpc.core.dependency).
 
 
 def test_header_lines_are_read_until_the_first_code_line():

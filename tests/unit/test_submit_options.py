@@ -54,9 +54,9 @@ def test_flags_beat_header_lines_beat_defaults():
     header = parse_header("#SBATCH -N 3\n#SBATCH --time=10 -J from-header\n#MINIHPC --priority high\n")
     given = argparse.Namespace(nodes=2, ntasks=None, ntasks_per_node=None, priority=None, time=None,
                                job_name=None, dependency=None, progress_timeout=None)
-    req = request(given, header, script="x.sh", text="", args=["a"])
+    req = request(given, header, script="x.py", text="", args=["a"])
     assert (req.nodes, req.priority.value, req.time_limit, req.name, req.args) == (2, "high", 600.0, "from-header", ["a"])
-    req = request(argparse.Namespace(), parse_header(""), script="x.sh", text="", args=[])
+    req = request(argparse.Namespace(), parse_header(""), script="x.py", text="", args=[])
     assert (req.nodes, req.tasks_per_node, req.priority.value, req.time_limit, req.name) == (1, 1, "normal", None, None)
 
 

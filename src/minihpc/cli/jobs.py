@@ -24,6 +24,8 @@ from minihpc.client import options
 from minihpc.client import logs
 from minihpc.client.session import open_store
 from minihpc.client.submit import STDIN, read_script, read_stdin, submit
+from minihpc.core import dependency as dependencies
+from minihpc.core.batch import wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import JobState
@@ -49,7 +51,15 @@ from minihpc.core.slurm_formats import (
 
 
 def cmd_submit(args, settings: Settings) -> int:
-    text = read_stdin(sys.stdin) if args.script == STDIN else read_script(args.script)
+    if args.wrap is not None:
+        if args.script is not None:
+            raise UsageError(f"--wrap runs its command; a script ({args.script}) cannot be given too")
+        args.script, args.script_name, args.job_name = STDIN, "wrap", args.job_name or "wrap"
+        text = wrap_script(args.wrap)
+    elif args.script is None:
+        raise UsageError("submit needs a script (or - for standard input, or --wrap COMMAND)")
+    else:
+        text = read_stdin(sys.stdin) if args.script == STDIN else read_script(args.script)
     header = options.parse_header(text)
     for warning in header.warnings:
         print(f"minihpc submit: warning: {warning}", file=sys.stderr)
@@ -128,7 +138,7 @@ def cmd_show(args, settings: Settings) -> int:
         ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", job.nodes_requested),
         ("NtasksPerNode", job.tasks_per_node), ("NodeList", ",".join(job.nodes) or "(null)"),
         ("TimeLimit", format_duration(job.time_limit)), ("Requeues", job.requeues),
-        ("Dependency", ("afterok:" + ":".join(map(str, job.dependency))) if job.dependency else "(null)"),
+        ("Dependency", dependencies.to_text(job.dependency)),
         ("SubmitTime", timestamp(job.submitted_at)), ("StartTime", timestamp(job.started_at)),
         ("EndTime", timestamp(job.ended_at)), ("Command", " ".join([job.script_source, *job.args])),
         ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"), ("WorkDir", job.workdir),
@@ -243,7 +253,9 @@ def add_parsers(sub) -> None:
     options.add_job_options(p)
     p.add_argument("--parsable", action="store_true", help="print only the job id")
     p.add_argument("--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)")
-    p.add_argument("script", help="the job script, or - to read it from standard input")
+    p.add_argument("--wrap", default=None, metavar="COMMAND",
+                   help="run COMMAND as a batch job (sbatch's --wrap: a #!/bin/sh script of that one line)")
+    p.add_argument("script", nargs="?", help="the job script, or - to read it from standard input")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
     p.set_defaults(func=cmd_submit)
 

@@ -14,6 +14,7 @@ from minihpc.cli.display import timestamp
 from minihpc.client import access, control, logs
 from minihpc.client import jobs as client_jobs
 from minihpc.client.session import open_store
+from minihpc.core import dependency as dependencies
 from minihpc.core.config import Settings
 from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
@@ -29,7 +30,10 @@ def cmd_show(args, settings: Settings) -> int:
     if entity in ("hostnames", "hostname"):  # no cluster needed: it runs inside jobs too
         if len(args.args) > 1:
             raise UsageError("show hostnames takes one host list (comma-separated)")
-        print("\n".join(control.hostnames(args.args[0] if args.args else None)))
+        # One write: ``| head -n 1`` (every DDP sbatch script's idiom) must not see a second
+        # write hit the closed pipe (exit 141 under ``set -o pipefail``), as C's stdio would not.
+        sys.stdout.write("".join(f"{h}\n" for h in control.hostnames(args.args[0] if args.args else None)))
+        sys.stdout.flush()
         return 0
     if entity == "hostlist":
         print(control.hostlist(args.args or [None]))
@@ -54,7 +58,7 @@ def job_lines(job: Job, now: float, stdout: str) -> list[str]:
     end = job.ended_at
     if end is None and job.state is JobState.RUNNING and job.time_limit is not None and job.started_at:
         end = job.started_at + job.time_limit  # as Slurm: when its limit ends it
-    dependency = "afterok:" + ":".join(map(str, job.dependency)) if job.dependency else "(null)"
+    dependency = dependencies.to_text(job.dependency)
     rows = [
         [("JobId", job.id), ("JobName", job.name)],
         [("UserId", user_id(job.user))],

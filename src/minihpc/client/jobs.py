@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from minihpc.client.access import Principal, can_change, may_change
+from minihpc.core import dependency as dependencies
 from minihpc.core.errors import Conflict, Forbidden, MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.scheduler import queue_order_key
@@ -133,8 +134,8 @@ def waiting_on(store: Store) -> dict[int, list[int]]:
     """For each job a pending job depends on, the ids of the pending jobs waiting for it."""
     waiting: dict[int, list[int]] = {}
     for pending in store.pending_jobs():
-        for dependency in pending.dependency:
-            waiting.setdefault(dependency, []).append(pending.id)
+        for job_id in dependencies.job_ids(pending.dependency):
+            waiting.setdefault(job_id, []).append(pending.id)
     return {job_id: sorted(ids) for job_id, ids in waiting.items()}
 
 
@@ -189,7 +190,7 @@ def queue_jobs(store: Store, flt: JobFilter) -> list[Job]:
 def pending_starts(store: Store, now: float | None = None) -> dict[int, float | None]:
     """Each pending job's expected start by the master's backfill plan (None: none promised)."""
     pending = store.pending_jobs()
-    deps = store.job_states({d for job in pending for d in job.dependency})
+    deps = store.job_states({d for job in pending for d in dependencies.job_ids(job.dependency)})
     return expected_starts(pending, store.node_statuses(), store.running_jobs(), deps, now or time.time())
 
 

@@ -7,12 +7,15 @@ here, so a header means the same from each.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 
 from minihpc.client.submit import Request
+from minihpc.core import dependency as dependencies
+from minihpc.core.batch import LAUNCHES, launch_mode
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Priority
-from minihpc.core.parsing import header_lines, parse_dependency, parse_time_limit
+from minihpc.core.parsing import header_lines, parse_time_limit
 
 
 class HeaderParser(argparse.ArgumentParser):
@@ -37,7 +40,13 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                    help="queue priority (default normal)")
     p.add_argument("-t", "--time", default=None, help="time limit: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS")
     p.add_argument("-J", "--job-name", default=None, help="job name (default: the script's name)")
-    p.add_argument("-d", "--dependency", default=None, help="afterok:ID[:ID...]")
+    p.add_argument("-d", "--dependency", default=None,
+                   help="after, afterany, afterok or afternotok:ID[:ID...], or singleton; several joined by ','")
+    p.add_argument("-D", "--chdir", default=None,
+                   help="the job's working directory (default: where it is submitted from)")
+    p.add_argument("--launch", choices=LAUNCHES, default=None,
+                   help="how the script runs: torchrun (a Python script's default) or batch (once on the first "
+                        "node, srun on its PATH: the default for a #!/bin/bash script)")
     p.add_argument("--progress-timeout", default=None,
                    help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
 
@@ -103,6 +112,8 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         time_limit=parse_time_limit(pick("time", "UNLIMITED")),
         progress_timeout=parse_time_limit(progress_timeout) if progress_timeout else None,
         name=pick("job_name"),
-        dependency=parse_dependency(dependency) if dependency else [],
+        dependency=dependencies.parse(dependency) if dependency else [],
         script_name=script_name,
+        launch=launch_mode(text, script_name or script, pick("launch")),
+        workdir=os.path.abspath(pick("chdir")) if pick("chdir") else "",
     )

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from minihpc.client.access import login_name
+from minihpc.core import dependency as dependencies
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, Priority
 from minihpc.machine import files
@@ -24,11 +25,12 @@ class Request:
     time_limit: float | None = None
     progress_timeout: float | None = None
     name: str | None = None
-    dependency: list[int] = field(default_factory=list)
+    dependency: list[str] = field(default_factory=list)  # core.dependency's stored form
     workdir: str = ""
     user: str = ""
     text: str | None = None  # the script as already read; spooled exactly as parsed
     script_name: str | None = None  # for a script read from stdin ("-"): its file name
+    launch: str = "torchrun"  # or "batch" (core.batch.launch_mode)
 
 
 STDIN = "-"
@@ -134,12 +136,13 @@ def submit(store: Store, request: Request) -> Job:
     cluster = store.cluster_info()
     nodes = store.node_statuses()
     validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
-    if request.dependency:
-        states = store.job_states(request.dependency)
-        missing = [d for d, s in states.items() if s is None]
+    named = dependencies.job_ids(request.dependency)
+    if named:
+        states = store.job_states(named)
+        missing = [t for t in dependencies.terms(request.dependency) if t.job is not None and states.get(t.job) is None]
         if missing:
             raise UsageError(
-                f"dependency afterok:{missing[0]} names job {missing[0]}, which does not exist"
+                f"dependency {missing[0].stored()} names job {missing[0].job}, which does not exist"
             )
     job_id = store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
@@ -160,6 +163,7 @@ def submit(store: Store, request: Request) -> Job:
         time_limit=request.time_limit,
         progress_timeout=request.progress_timeout,
         dependency=list(request.dependency),
+        launch=request.launch,
         workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or os.getcwd(),
         submitted_at=time.time(),
     )

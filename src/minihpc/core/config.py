@@ -138,9 +138,10 @@ def load_settings(config_file: str | None = None, env: dict | None = None) -> Se
         if raw is not None and raw != "":
             values[f.name] = raw
     if "redis_url" not in values:
-        url_file = local_redis_url_file()
-        if url_file.is_file():
-            values["redis_url"] = url_file.read_text().strip()
+        try:  # a job's user may not read the agent's home (scontrol show hostnames needs no URL)
+            values["redis_url"] = local_redis_url_file().read_text().strip()
+        except OSError:
+            pass
     return Settings(**{k: _coerce(k, v) for k, v in values.items()})
 
 

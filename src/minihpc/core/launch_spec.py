@@ -36,6 +36,7 @@ class LaunchSpec:
     checkpoint_dir: str = ""
     data_dir: str = ""
     script_sha256: str = ""  # what was submitted: checked before the ranks start (script_changed)
+    launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
 
     @property
     def nnodes(self) -> int:

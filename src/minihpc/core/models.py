@@ -114,8 +114,9 @@ class Job:
     priority: Priority = Priority.NORMAL
     time_limit: float | None = None  # seconds; None is unlimited
     progress_timeout: float | None = None  # watchdog: seconds without a progress report
-    dependency: list[int] = field(default_factory=list)  # afterok job ids
+    dependency: list[int | str] = field(default_factory=list)  # core.dependency's stored form (int: afterok)
     workdir: str = ""
+    launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
     state: JobState = JobState.PENDING
     reason: str = "None"
     held_by: str | None = None  # who put the job on hold (scontrol hold), None when not held

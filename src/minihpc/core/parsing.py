@@ -1,4 +1,5 @@
-"""Parsing of what users type: time limits, dependencies, script header options, node lists."""
+"""Parsing of what users type: time limits, script header options, node lists (dependencies:
+minihpc.core.dependency)."""
 
 from __future__ import annotations
 
@@ -76,24 +77,6 @@ def format_elapsed(seconds: float | None) -> str:
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{days}-{clock}" if days else clock
-
-
-def parse_dependency(text: str) -> list[int]:
-    """``afterok:12:13`` (or several comma-separated afterok terms) to job ids."""
-    ids: list[int] = []
-    for term in filter(None, (t.strip() for t in text.split(","))):
-        kind, _, rest = term.partition(":")
-        if kind != "afterok":
-            raise UsageError(
-                f"invalid dependency {text!r}: only afterok:ID[:ID...] is supported"
-            )
-        parts = rest.split(":") if rest else []
-        if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise UsageError(f"invalid dependency {text!r}: expected afterok:ID[:ID...]")
-        ids.extend(int(p) for p in parts)
-    if not ids:
-        raise UsageError(f"invalid dependency {text!r}: expected afterok:ID[:ID...]")
-    return ids
 
 
 HEADER_PREFIXES = ("#MINIHPC", "#SBATCH")

@@ -14,8 +14,10 @@ only nodes it could never need.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from minihpc.core import dependency
 from minihpc.core.job_control import HELD_REASON
 from minihpc.core.models import Job, JobState, NodeState, NodeStatus
 
@@ -92,16 +94,18 @@ class Profile:
                 self.free[k] -= count
 
 
-def dependency_status(job: Job, states: dict[int, JobState | None]) -> str | None:
-    """None when the job may run; 'Dependency' while it waits; 'DependencyNeverSatisfied'."""
-    waiting = False
-    for dep in job.dependency:
-        state = states.get(dep)
-        if state is None or (state.terminal and state is not JobState.COMPLETED):
-            return "DependencyNeverSatisfied"
-        if state is not JobState.COMPLETED:
-            waiting = True
-    return "Dependency" if waiting else None
+def dependency_status(job: Job, states: dict[int, JobState | None], others: Iterable[Job] = ()) -> str | None:
+    """None when the job may run; 'Dependency' while it waits; 'DependencyNeverSatisfied'.
+    ``others``: the queued and running jobs a singleton term looks at (see core.dependency)."""
+    return dependency.status(job, states, others)
+
+
+def same_owner_and_name(jobs: Iterable[Job]) -> dict[tuple[str, str], list[Job]]:
+    """The jobs by (user, name): what a singleton dependency compares a job with."""
+    out: dict[tuple[str, str], list[Job]] = {}
+    for job in jobs:
+        out.setdefault((job.user, job.name), []).append(job)
+    return out
 
 
 def plan(
@@ -119,13 +123,14 @@ def plan(
     busy_until = [ends.get(n.job, now) for n in nodes if n.schedulable and n.job is not None]
     profile = Profile(now, len(idle), busy_until)
     someone_ahead_waits = False
+    owners = same_owner_and_name([*pending, *running])
 
     for job in sorted(pending, key=queue_order_key):
         if job.held:
             # scontrol hold: not started, and no nodes kept for it -- as if it were not queued.
             result.reasons[job.id] = HELD_REASON
             continue
-        dep = dependency_status(job, dependency_states)
+        dep = dependency_status(job, dependency_states, owners.get((job.user, job.name), ()))
         if dep == "DependencyNeverSatisfied":
             result.cancels[job.id] = dep
             continue

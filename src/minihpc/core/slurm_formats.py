@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from minihpc.core import dependency as dependencies
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, JobState, NodeStatus, Priority
 from minihpc.core.outcome import format_exit
@@ -113,7 +114,7 @@ SQUEUE_FIELDS: dict[str, tuple[str, Callable[[Job, View], str]]] = {
     "Y": ("SCHEDNODES", lambda j, v: "(null)"),
     "Z": ("WORK_DIR", lambda j, v: j.workdir),
     "o": ("COMMAND", lambda j, v: " ".join([j.script_source, *j.args])),
-    "E": ("DEPENDENCY", lambda j, v: ("afterok:" + ":".join(map(str, j.dependency))) if j.dependency else "(null)"),
+    "E": ("DEPENDENCY", lambda j, v: dependencies.to_text(j.dependency)),
 }
 """squeue's %-letters minihpc can fill: (header, value)."""
 

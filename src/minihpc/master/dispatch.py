@@ -38,6 +38,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             checkpoint_dir=checkpoint_dir,
             data_dir=cluster.get("data_dir", ""),
             script_sha256=job.script_sha256,
+            launch=job.launch,
         )
         for rank, name in enumerate(job.nodes)
     ]

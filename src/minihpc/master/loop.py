@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from minihpc.core import scheduler
+from minihpc.core import dependency, scheduler
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
@@ -118,7 +118,8 @@ class Master:
         store = self.store
         running = store.running_jobs()
         pending = store.pending_jobs()
-        deps = store.job_states({d for job in pending for d in job.dependency})
+        # Singleton terms read the same pending and running lists inside plan(): no more calls.
+        deps = store.job_states({d for job in pending for d in dependency.job_ids(job.dependency)})
         plan = scheduler.plan(pending, nodes, running, deps, now)
         for job_id, reason in plan.cancels.items():
             if store.transition(job_id, JobState.CANCELLED, reason, only_from=[JobState.PENDING]):

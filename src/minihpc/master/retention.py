@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from minihpc.core import retention
+from minihpc.core import dependency, retention
 from minihpc.core.config import Settings
 from minihpc.core.errors import ClusterUnavailable
 from minihpc.machine import files
@@ -32,7 +32,7 @@ def forget_ended(store: Store, settings: Settings, now: float) -> float:
     keep_jobs, keep_days = settings.keep_ended_jobs, settings.keep_ended_days
     if keep_jobs == 0 and keep_days == 0:
         return now + PRUNE_INTERVAL
-    needed = {d for job in store.pending_jobs() for d in job.dependency}
+    needed = {d for job in store.pending_jobs() for d in dependency.job_ids(job.dependency)}
     needed |= {job.id for job in store.node_failed_jobs()}
     oldest, total = store.oldest_ended(PRUNE_BATCH + len(needed))
     chosen = retention.to_forget(oldest, now, keep_jobs, keep_days, needed, total=total, limit=PRUNE_BATCH)

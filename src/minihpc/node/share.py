@@ -19,6 +19,7 @@ from enum import Enum
 
 import redis
 
+from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, script_changed, torchrun_args
 from minihpc.core.models import JobState
@@ -28,7 +29,7 @@ from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import process_tree, terminate
-from minihpc.node import identity, joblog
+from minihpc.node import batch, identity, joblog
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
@@ -194,7 +195,8 @@ def _share(spec: LaunchSpec, store: Store, settings: Settings,
     if not retrying(store.attempt_is_current, spec.job_id, spec.attempt, what=f"job {spec.job_id} launch"):
         log.info("job %s attempt %s: no longer running, not launched", spec.job_id, spec.attempt)
         return NodeResult(None), None
-    port = retrying(agree_port, store, spec, settings.poll_interval, what=f"job {spec.job_id} rendezvous")
+    port = 0 if spec.launch == BATCH else retrying(agree_port, store, spec, settings.poll_interval,
+                                                   what=f"job {spec.job_id} rendezvous")
     if port is None:
         return NodeResult(None), None
     return _run_ranks(spec, port, store, settings, shutting_down)
@@ -238,7 +240,8 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
         with _failing(f"cannot write the job log {spec.log_path}"):
             out.write(
                 f"=== {_stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
-                f"{spec.node_rank} of {spec.nnodes}, master {spec.master_addr}:{port}) ===\n".encode()
+                f"{spec.node_rank} of {spec.nnodes}, "
+                f"{'batch script' if spec.launch == BATCH else f'master {spec.master_addr}:{port}'}) ===\n".encode()
             )
         changed = script_changed(spec, files.sha256(spec.script))
         if changed:  # not what was submitted: it must not run (the job fails with why)
@@ -248,7 +251,13 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
                 identity.give(spec.checkpoint_dir, who)
-        result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who)
+        if spec.launch == BATCH:
+            result, stopped, left = batch.run(spec, store, settings, shutting_down, out, who,
+                                              lambda: _stop_reason(spec, store, shutting_down),
+                                              lambda: _reap(spec, who, settings.kill_wait))
+            problems = f"; {left} process(es) the job left running were killed" if left else ""
+        else:
+            result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who)
         _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
                    f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
@@ -342,13 +351,19 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
         except subprocess.TimeoutExpired:
             pass
         reports.forward()
-        stop = (Stop.NODE_SHUTTING_DOWN if shutting_down.is_set()
-                else Stop.JOB_ENDED if not current_or_unknown(store, spec) else None)
+        stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
             log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
             teardown(proc, settings.kill_wait)
             return stop
     return None
+
+
+def _stop_reason(spec: LaunchSpec, store: Store, shutting_down: threading.Event) -> Stop | None:
+    """Why the share must tear its processes down now, or None."""
+    if shutting_down.is_set():
+        return Stop.NODE_SHUTTING_DOWN
+    return Stop.JOB_ENDED if not current_or_unknown(store, spec) else None
 
 
 def _read_result(path: str, returncode: int) -> NodeResult:

@@ -141,3 +141,20 @@ def node_restarts(name: str) -> str:
 
 def node_queue(name: str) -> str:
     return NODE_QUEUE.format(name)
+
+
+JOB_INBOX = "minihpc:job:{0}:inbox:{1}:{2}"
+"""List: JSON messages to node {2}'s share of batch job {0}, attempt {1}: start a step's tasks,
+kill a step, or the end of the batch script (see state.steps)."""
+
+JOB_STEP_ENDS = "minihpc:job:{0}:stepends:{1}:{2}"
+"""List: JSON ends of the tasks of step {2} of batch job {0}, attempt {1} (core.steps.TaskEnd),
+as the nodes report them; srun waits on it."""
+
+
+def job_inbox(job_id: int, attempt: int, node: str) -> str:
+    return JOB_INBOX.format(job_id, attempt, node)
+
+
+def job_step_ends(job_id: int, attempt: int, step: int) -> str:
+    return JOB_STEP_ENDS.format(job_id, attempt, step)

@@ -6,7 +6,8 @@ read or change. Each concern lives in its own module; this class only joins them
 - :mod:`~minihpc.state.nodes` -- the node registry, allocations, draining, restarts;
 - :mod:`~minihpc.state.telemetry` -- progress reports, counters and histograms;
 - :mod:`~minihpc.state.events` -- the master's wake-ups, the incident log, the live channel;
-- :mod:`~minihpc.state.tokens` -- who each API token names (hashed).
+- :mod:`~minihpc.state.tokens` -- who each API token names (hashed);
+- :mod:`~minihpc.state.steps` -- a batch job's srun steps: messages to its nodes, task ends.
 
 Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
 :func:`minihpc.state.connect.text`.
@@ -20,11 +21,12 @@ from minihpc.state.events import Events
 from minihpc.state.jobs import JobRecords
 from minihpc.state.lifecycle import JobLifecycle
 from minihpc.state.nodes import NodeRegistry
+from minihpc.state.steps import Steps
 from minihpc.state.telemetry import Telemetry
 from minihpc.state.tokens import Tokens
 
 
-class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens):
+class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps):
     def __init__(self, client: redis.Redis):
         self.r = client
         self._register_scripts()

@@ -24,7 +24,7 @@ function renderJob(j) {
     ['attempts', String(j.attempts)], ['requeues', String(j.requeues)],
     ['submitted', fmtDateTime(j.submitted_at)], ['started', fmtDateTime(j.started_at)],
     ['ended', fmtDateTime(j.ended_at)], ['elapsed', fmtElapsed(j.elapsed)], ['time limit', fmtLimit(j.time_limit)],
-    ['args', (j.args || []).join(' ') || '-'], ['dependency', (j.dependency || []).join(',') || '-'],
+    ['args', (j.args || []).join(' ') || '-'], ['dependency', (j.dependency || []).map((d) => (typeof d === 'number' ? `afterok:${d}` : d)).join(',') || '-'],
     ['script', j.script_source || '-'], ['workdir', j.workdir || '-'],
   ];
   $('job-fields').replaceChildren(...fields.map(([k, v]) =>

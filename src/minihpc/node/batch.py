@@ -1,0 +1,123 @@
+"""One node's share of a batch job (``core.batch``): every node runs the tasks ``srun`` places
+on it (node.steprunner); the first node also runs the batch script, as the job's user with
+Slurm's batch environment, and serves its ``srun`` (node.stepserver).
+
+The share ends when the script ends (the first node tells the others), when the job ended
+(cancelled, timed out, failed elsewhere), or when the node shuts down; nothing it started
+outlives it. The job's exit code is the script's, as in Slurm: a failed ``srun`` fails the job
+when the script says so (its last command, or ``set -e``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+
+from minihpc.core.batch import batch_argv, batch_env
+from minihpc.core.config import Settings
+from minihpc.core.launch_spec import LaunchSpec, job_env
+from minihpc.core.outcome import NodeResult, from_returncode
+from minihpc.machine.processes import process_tree, terminate
+from minihpc.node import identity, jobdir, joblog
+from minihpc.node.stepserver import StepServer
+from minihpc.node.steprunner import JOB_BIN, StepRunner
+from minihpc.job.srun import SOCKET_ENV
+from minihpc.state.connect import REDIS_ERRORS, retrying
+from minihpc.state.steps import END
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+"""A first node addressed so is a process on this machine: local mode, whose node names are not
+host names (the job gets job.localnames as its torchrun)."""
+
+
+def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Event, out,
+        who: identity.Identity | None, stop_reason: Callable[[], object | None],
+        reap: Callable[[], int]) -> tuple[NodeResult, object | None, int]:
+    """Run this node's part of the batch job to its end: (the result, why it was stopped or
+    None, how many left-behind processes were killed)."""
+    relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
+    private = jobdir.create(spec.job_id, spec.attempt, who, local=spec.master_addr in LOOPBACK)
+    runner = StepRunner(spec, store, who, relay.input, private.bin, settings.kill_wait)
+    server = script = None
+    stopped, left = None, 0
+    try:
+        if spec.node_rank == 0:
+            server = StepServer(spec, store, private, who, settings.poll_interval)
+            server.start()
+            script = _start_script(spec, private, relay, who)
+        stopped = _loop(spec, store, settings, runner, script, stop_reason)
+        if script is not None and spec.nnodes > 1:
+            retrying(store.send, spec.job_id, spec.attempt, {n: {"kind": END} for n in spec.nodes[1:]},
+                     what=f"job {spec.job_id} end", deadline=30.0)
+    finally:
+        if script is not None and script.poll() is None:
+            terminate(process_tree(script.pid), settings.kill_wait)
+            script.wait()
+        runner.stop()
+        if server is not None:
+            server.close()
+            try:
+                store.forget_steps(spec.job_id, spec.attempt, spec.nodes, server.steps)
+            except REDIS_ERRORS:
+                pass
+        left = reap()
+        relay.join(settings.kill_wait + 5.0)
+        private.remove()
+    if script is None:
+        return NodeResult(0 if stopped is None else None), stopped, left
+    code, sig = from_returncode(script.returncode)
+    return NodeResult(code, sig, at=None), stopped, left
+
+
+def _start_script(spec: LaunchSpec, private: jobdir.JobDir, relay: joblog.Relay,
+                  who: identity.Identity | None) -> subprocess.Popen:
+    env = job_env(spec, 0, dict(os.environ))
+    env.update(batch_env(spec.nodes, spec.tasks_per_node, who.user if who else _login(), who.uid if who else None))
+    if who is not None:  # the job user's own home and name, as Slurm's batch environment has
+        env.update(HOME=who.home, USER=who.user, LOGNAME=who.user)
+    env["PATH"] = os.pathsep.join(p for p in (private.bin, env.get("PATH")) if p)
+    env[JOB_BIN] = private.bin
+    env[SOCKET_ENV] = private.socket
+    with open(spec.script, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    proc = subprocess.Popen(
+        batch_argv(text, spec.script, spec.args), env=env, cwd=spec.workdir or None, stdout=relay.input,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        **(who.popen_kwargs() if who else {}),
+    )
+    log.info("job %s attempt %s: batch script pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
+    return proc
+
+
+def _login() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _loop(spec: LaunchSpec, store, settings: Settings, runner: StepRunner, script: subprocess.Popen | None,
+          stop_reason: Callable[[], object | None]):
+    """Until the script ends (first node), the first node says it did (the others), or the
+    share must stop (the reason, returned)."""
+    while True:
+        try:
+            message = store.next_message(spec.job_id, spec.attempt, spec.node, settings.poll_interval)
+        except REDIS_ERRORS:
+            message = None
+        if message is not None and message.get("kind") == END:
+            return None
+        if message is not None:
+            runner.handle(message)
+        runner.poll()
+        if script is not None and script.poll() is not None:
+            return None
+        reason = stop_reason()
+        if reason is not None:
+            log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node,
+                     getattr(reason, "value", reason))
+            return reason
