@@ -28,7 +28,7 @@ RUN python3 -m venv /opt/venv \
 
 # Slurm's command names, made like `minihpc` above: sbatch runs `minihpc submit`, and so on
 # (minihpc.cli.slurm.ALIASES). A layer of its own, so changing the list reinstalls nothing.
-RUN for alias in sbatch squeue scancel sinfo sacct scontrol; do \
+RUN for alias in sbatch squeue scancel sinfo sacct scontrol srun; do \
         printf '#!/bin/sh\nexec python3 -m minihpc.cli.slurm %s "$@"\n' "$alias" > "/opt/venv/bin/$alias" \
         && chmod 755 "/opt/venv/bin/$alias" || exit 1; \
     done

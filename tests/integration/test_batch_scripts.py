@@ -94,3 +94,14 @@ def test_published_ddp_sbatch_script_runs_unchanged(idle_cluster):
     ranks = _lines(idle_cluster, job, r"hello from rank (\d) of 2 on node (\S+) .*all-reduce sum 3, expected 3")
     # c10d's rendezvous numbers the nodes in the order they arrive: ranks 0 and 1, one per node.
     assert sorted(m[1] for m in ranks) == ["0", "1"] and sorted(m[2] for m in ranks) == NODES[:2]
+
+
+def test_run_allocates_streams_and_exits_with_the_tasks_code(idle_cluster):
+    """man srun: outside an allocation srun "will first create a resource allocation in which
+    to run the parallel job"; its output is the tasks'; its exit status is a failed task's."""
+    ok = idle_cluster.cli("run", "-N", 3, "printenv", "SLURMD_NODENAME", timeout=120)
+    assert sorted(ok.stdout.split()) == NODES and ok.returncode == 0
+    assert "queued and waiting for resources" in ok.stderr
+    failed = idle_cluster.cli("run", "-N", 2, "bash", "-c", 'echo "task $SLURM_PROCID"; exit $((SLURM_PROCID + 4))',
+                              check=False, timeout=120)
+    assert failed.returncode in (4, 5) and "task 0" in failed.stdout, (failed.stdout, failed.stderr)

@@ -64,7 +64,7 @@ def test_global_options_first_go_before_the_subcommand():
 
 
 def test_the_dispatcher_refuses_a_name_that_is_no_alias():
-    out = run("-m", "minihpc.cli.slurm", "srun", "hostname")
+    out = run("-m", "minihpc.cli.slurm", "salloc", "-N", "2")
     assert out.returncode == 2 and out.stderr.startswith("usage: python -m minihpc.cli.slurm {sbatch,")
 
 

@@ -12,7 +12,7 @@ import os
 import sys
 
 from minihpc import __version__
-from minihpc.cli import completion, daemons, jobs, nodes, ops, scontrol, tokens, validate
+from minihpc.cli import completion, daemons, jobs, nodes, ops, run, scontrol, tokens, validate
 from minihpc.cli.parser import Parser
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help="a TOML config file (also MINIHPC_CONFIG)")
     parser.add_argument("--redis-url", default=None, help="the cluster's Redis (also MINIHPC_REDIS_URL)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in (jobs, nodes, daemons, ops, scontrol, tokens, validate, completion):
+    for group in (jobs, run, nodes, daemons, ops, scontrol, tokens, validate, completion):
         group.add_parsers(sub)
     return parser
 

@@ -14,9 +14,12 @@ installed package; ``ALIASES`` is the list both are checked against.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from minihpc.cli import main as cli_main
+from minihpc.job.srun import SOCKET_ENV
+from minihpc.job.srun import main as srun_in_job
 
 ALIASES: dict[str, str] = {
     "sbatch": "submit",
@@ -25,6 +28,7 @@ ALIASES: dict[str, str] = {
     "sinfo": "nodes",
     "sacct": "history",
     "scontrol": "scontrol",
+    "srun": "run",
 }
 """Slurm's command -> the ``minihpc`` subcommand it runs."""
 
@@ -108,12 +112,22 @@ def scontrol() -> int:
     return run("scontrol")
 
 
+def srun() -> int:
+    """``minihpc run``; inside a batch job's script, the job's own srun (job.srun: its bin/ is
+    first on the job's PATH, this covers a PATH that lost it)."""
+    if os.environ.get(SOCKET_ENV):
+        return srun_in_job(sys.argv[1:])
+    return run("srun")
+
+
 def dispatch(argv: list[str] | None = None) -> int:
     """``python -m minihpc.cli.slurm ALIAS ARGS...``: what the image's wrappers run."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ALIASES:
         print(f"usage: python -m minihpc.cli.slurm {{{','.join(ALIASES)}}} [ARGS...]", file=sys.stderr)
         return 2
+    if argv[0] == "srun" and os.environ.get(SOCKET_ENV):
+        return srun_in_job(argv[1:])
     return run(argv[0], argv[1:])
 
 
