@@ -6,17 +6,26 @@
 #                       page's browser test); with a Docker engine also the Compose tool and
 #                       mmdebstrap (e2e suite, image build without a registry)
 #   host-deps.sh local  + redis-server (minihpc up --local)
+#   host-deps.sh slurm  + Debian's Slurm (slurm-wlm) and munge: the oracle test that runs the
+#                       same batch scripts through real Slurm (scripts/slurm-oracle.sh)
 # As root with apt-get it installs what is missing; otherwise it stops with one line naming
 # the exact command to run. Nothing is installed when everything is already there.
 set -euo pipefail
 
 purpose=${1:-test}
+what="make $purpose"
 need=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 case "$purpose" in
 venv) ;;
 local)
     command -v redis-server >/dev/null || need+=(redis-server)
+    ;;
+slurm)
+    what="the Slurm oracle test"
+    # By path: the venv's sbatch/scontrol aliases are minihpc's, not Slurm's.
+    [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/bin/sbatch ] || need+=(slurm-wlm)
+    [ -x /usr/sbin/munged ] || need+=(munge)
     ;;
 test)
     command -v redis-server >/dev/null || need+=(redis-server)
@@ -30,7 +39,7 @@ test)
     fi
     ;;
 *)
-    echo "host-deps.sh: unknown purpose '$purpose' (venv, local or test)" >&2
+    echo "host-deps.sh: unknown purpose '$purpose' (venv, local, slurm or test)" >&2
     exit 2
     ;;
 esac
@@ -38,10 +47,11 @@ esac
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "==> installing ${need[*]} from Debian's packages (make $purpose needs them)"
+    echo "==> installing ${need[*]} from Debian's packages ($what needs them)"
     export DEBIAN_FRONTEND=noninteractive
     # Debian's redis-server and prometheus would start system services on 6379 and 9090, the
-    # ports minihpc's own clusters use: keep them from starting (Debian's policy-rc.d).
+    # ports minihpc's own clusters use, and slurm-wlm its daemons on the system's config: keep
+    # them from starting (Debian's policy-rc.d).
     policy=/usr/sbin/policy-rc.d
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
@@ -51,5 +61,5 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
     exit 0
 fi
-echo "make $purpose: missing ${need[*]}; install with: sudo apt-get install -y ${need[*]}" >&2
+echo "$what: missing ${need[*]}; install with: sudo apt-get install -y ${need[*]}" >&2
 exit 1

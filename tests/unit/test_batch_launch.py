@@ -105,3 +105,16 @@ def test_srun_options_no_prefix_matching_and_ignored_ones_warn():
                                    "srun: warning: -l has no effect in minihpc; ignored"]
     with pytest.raises(SystemExit):
         srun.parser().parse_args(["--ntasks-per", "2", "x"])
+
+
+def test_srun_takes_slurms_option_syntax_and_names_signals_as_slurm_does():
+    """man srun: -K/--kill-on-bad-exit[=0|1] takes an attached value only (``-K1``), -W/--wait
+    takes seconds; a task ended by a signal is reported in strsignal()'s words (``Killed``)."""
+    for argv in (["-K1", "-n", "1", "true"], ["--kill-on-bad-exit=1", "-n", "1", "true"], ["-W", "5", "-n", "1", "true"],
+                 ["-K", "-n", "1", "true"]):
+        args = srun.parser().parse_args(srun.normalize(argv))
+        assert (args.command, args.ntasks) == (["true"], 1), argv
+    args = srun.parser().parse_args(srun.normalize(["python", "t.py", "-K1"]))
+    assert args.command == ["python", "t.py", "-K1"]  # the command's own arguments are its own
+    assert TaskEnd(1, "n2", 137, "SIGKILL").describe() == "srun: error: n2: task 1: Killed"
+    assert TaskEnd(0, "n1", 143, "SIGTERM").describe() == "srun: error: n1: task 0: Terminated"

@@ -165,6 +165,7 @@ def submit(store: Store, request: Request) -> Job:
         dependency=list(request.dependency),
         launch=request.launch,
         workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or os.getcwd(),
+        submit_dir=spool if request.workdir == SPOOL_WORKDIR else os.getcwd(),
         submitted_at=time.time(),
     )
     store.add_job(job)

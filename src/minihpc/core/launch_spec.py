@@ -37,6 +37,7 @@ class LaunchSpec:
     data_dir: str = ""
     script_sha256: str = ""  # what was submitted: checked before the ranks start (script_changed)
     launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
+    submit_dir: str = ""  # SLURM_SUBMIT_DIR: where sbatch ran, not -D's directory ("" : workdir)
 
     @property
     def nnodes(self) -> int:
@@ -127,8 +128,8 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
             "PYTHONUNBUFFERED": "1",
         }
     )
-    if spec.workdir:
-        env["SLURM_SUBMIT_DIR"] = spec.workdir
+    if spec.submit_dir or spec.workdir:
+        env["SLURM_SUBMIT_DIR"] = spec.submit_dir or spec.workdir
     # The job runs a spooled copy; its original folder stays importable for helper modules.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.source_dir, base.get("PYTHONPATH")) if p)
     return env

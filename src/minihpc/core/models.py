@@ -116,6 +116,7 @@ class Job:
     progress_timeout: float | None = None  # watchdog: seconds without a progress report
     dependency: list[int | str] = field(default_factory=list)  # core.dependency's stored form (int: afterok)
     workdir: str = ""
+    submit_dir: str = ""  # where it was submitted from (SLURM_SUBMIT_DIR); "" in records before it
     launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
     state: JobState = JobState.PENDING
     reason: str = "None"

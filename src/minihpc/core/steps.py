@@ -8,6 +8,7 @@ divide evenly (``-n 3 -N 2``: tasks 0,1 on the first node, 2 on the second).
 
 from __future__ import annotations
 
+import signal as _signal
 from dataclasses import dataclass
 
 from minihpc.core.batch import tasks_per_node_text
@@ -106,9 +107,17 @@ class TaskEnd:
         return cls(int(d["procid"]), str(d["node"]), int(d["exit_code"]), d.get("signal"))
 
     def describe(self) -> str:
-        """srun's line for a failed task (``srun: error: node2: task 1: Exited with exit code 3``)."""
-        how = f"Killed by signal {self.signal}" if self.signal else f"Exited with exit code {self.exit_code}"
+        """srun's line for a failed task: ``srun: error: node2: task 1: Exited with exit code 3``,
+        or the signal in strsignal()'s words, ``...: task 1: Killed``, as srun prints it."""
+        how = _strsignal(self.signal) if self.signal else f"Exited with exit code {self.exit_code}"
         return f"srun: error: {self.node}: task {self.procid}: {how}"
+
+
+def _strsignal(name: str) -> str:
+    try:
+        return _signal.strsignal(_signal.Signals[name]) or name
+    except (KeyError, ValueError):
+        return f"Killed by signal {name}"
 
 
 def step_exit(ends: list[TaskEnd]) -> int:

@@ -18,11 +18,14 @@ import sys
 SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
 
 IGNORED = ("--mpi", "--cpu-bind", "--cpu_bind", "--gpus-per-task", "--gpu-bind", "--mem", "--mem-per-cpu",
-           "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--distribution", "-m", "--hint")
+           "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--distribution", "-m", "--hint", "-W", "--wait")
 """Options taking a value that srun accepts and ignores here (one warning each)."""
-IGNORED_FLAGS = ("-l", "--label", "-u", "--unbuffered", "-K", "--kill-on-bad-exit", "--exclusive", "--overlap",
-                 "-W", "-X", "--disable-status", "-Q", "--quiet", "-v", "--verbose")
-"""Flags srun accepts and ignores here (gang semantics always hold: a failed task kills the step)."""
+IGNORED_FLAGS = ("-l", "--label", "-u", "--unbuffered", "--exclusive", "--overlap", "-X", "--disable-status",
+                 "-Q", "--quiet", "-v", "--verbose")
+"""Flags srun accepts and ignores here."""
+OPTIONAL = ("-K", "--kill-on-bad-exit")
+"""``-K[0|1]``: what minihpc always does (a failed task kills the step), so it is accepted
+silently, with or without its value (``-K1``, ``--kill-on-bad-exit=1``)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -40,8 +43,30 @@ def parser() -> Parser:
         p.add_argument(name, dest=f"ignored {name}", default=None)
     for name in IGNORED_FLAGS:
         p.add_argument(name, dest=f"ignored {name}", action="store_true")
+    p.add_argument(*OPTIONAL, dest="kill_on_bad_exit", action="store_true")  # what minihpc always does
     p.add_argument("command", nargs=argparse.REMAINDER)
     return p
+
+
+TAKES_VALUE = ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", *IGNORED)
+
+
+def normalize(argv: list[str]) -> list[str]:
+    """srun's own options with ``-K1``/``--kill-on-bad-exit=0`` made plain ``-K`` (its value is
+    attached or absent, never the next word); the command and its arguments untouched."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-") or arg == "--":
+            return out + argv[i:]
+        if arg in ("-K0", "-K1") or arg.startswith("--kill-on-bad-exit="):
+            arg = "-K"
+        out.append(arg)
+        if arg in TAKES_VALUE and i + 1 < len(argv):
+            out.append(argv[i + 1])
+            i += 1
+        i += 1
+    return out
 
 
 def warnings(args: argparse.Namespace) -> list[str]:
@@ -58,7 +83,7 @@ def request(args: argparse.Namespace, env: dict[str, str], cwd: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(normalize(argv))
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
     if not args.command:

@@ -39,6 +39,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             data_dir=cluster.get("data_dir", ""),
             script_sha256=job.script_sha256,
             launch=job.launch,
+            submit_dir=job.submit_dir,
         )
         for rank, name in enumerate(job.nodes)
     ]
