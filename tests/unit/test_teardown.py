@@ -4,7 +4,7 @@ import signal
 import subprocess
 import sys
 
-from minihpc.node.share import teardown
+from minihpc.machine.processes import teardown
 
 
 def _launcher(code: str) -> subprocess.Popen:
@@ -15,19 +15,19 @@ def _launcher(code: str) -> subprocess.Popen:
 
 def test_a_launcher_ended_by_sigterm_reports_the_signal():
     proc = _launcher("import time; print('ready', flush=True); time.sleep(60)")
-    teardown(proc, kill_wait=5)
+    teardown([proc], kill_wait=5)
     assert proc.wait() == -signal.SIGTERM
 
 
 def test_a_launcher_that_ignores_sigterm_reports_sigkill():
     proc = _launcher("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                      "print('ready', flush=True); time.sleep(60)")
-    teardown(proc, kill_wait=0.5)
+    teardown([proc], kill_wait=0.5)
     assert proc.wait() == -signal.SIGKILL
 
 
 def test_a_launcher_that_exits_on_sigterm_reports_its_own_code():
     proc = _launcher("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
                      "print('ready', flush=True); time.sleep(60)")
-    teardown(proc, kill_wait=5)
+    teardown([proc], kill_wait=5)
     assert proc.wait() == 143

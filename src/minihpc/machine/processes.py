@@ -4,6 +4,7 @@ one (SIGTERM, a grace period, then SIGKILL for whatever is left)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 
 import psutil
 
@@ -37,6 +38,18 @@ def terminate(procs: list[psutil.Process], grace: float, term: list[psutil.Proce
     late = [c for p in left for c in _children(p) if c not in left]
     send(left + late, signal.SIGKILL)
     psutil.wait_procs(left + late, timeout=max(grace, 1.0))
+
+
+def teardown(launched: list[subprocess.Popen], kill_wait: float) -> None:
+    """End processes this one started, with everything they started (:func:`terminate`, all at
+    once); each Popen then keeps its real status: psutil reaps a child while waiting, after
+    which Popen alone would read 0."""
+    trees = [(proc, process_tree(proc.pid)) for proc in launched]
+    terminate([p for _, tree in trees for p in tree], kill_wait)
+    for proc, tree in trees:
+        root = next((p for p in tree if p.pid == proc.pid), None)
+        if proc.returncode is None and getattr(root, "returncode", None) is not None:
+            proc.returncode = root.returncode
 
 
 def running(pid: int) -> bool:

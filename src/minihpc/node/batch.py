@@ -20,7 +20,7 @@ from minihpc.core.batch import batch_argv, batch_env
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LaunchSpec, job_env
 from minihpc.core.outcome import NodeResult, from_returncode
-from minihpc.machine.processes import process_tree, terminate
+from minihpc.machine.processes import teardown
 from minihpc.node import identity, jobdir, joblog
 from minihpc.node.stepserver import StepServer
 from minihpc.node.steprunner import JOB_BIN, StepRunner
@@ -56,7 +56,7 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
                      what=f"job {spec.job_id} end", deadline=30.0)
     finally:
         if script is not None and script.poll() is None:
-            terminate(process_tree(script.pid), settings.kill_wait)
+            teardown([script], settings.kill_wait)
             script.wait()
         runner.stop()
         if server is not None:

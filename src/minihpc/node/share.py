@@ -28,7 +28,7 @@ from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
 from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
-from minihpc.machine.processes import process_tree, terminate
+from minihpc.machine.processes import teardown, terminate
 from minihpc.node import batch, identity, joblog
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
@@ -70,17 +70,6 @@ def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
             return port
         if not current_or_unknown(store, spec):
             return None
-
-
-def teardown(proc: subprocess.Popen, kill_wait: float) -> None:
-    """SIGTERM the launcher and every rank (ranks run in sessions of their own), then SIGKILL
-    whatever is left after ``kill_wait`` seconds. ``proc.wait()`` then gives the launcher's
-    real status: psutil reaps it while waiting, after which Popen alone would read 0."""
-    tree = process_tree(proc.pid)
-    terminate(tree, kill_wait)
-    launcher = next((p for p in tree if p.pid == proc.pid), None)
-    if proc.returncode is None and getattr(launcher, "returncode", None) is not None:
-        proc.returncode = launcher.returncode
 
 
 def _stamp() -> str:
@@ -291,7 +280,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
             if proc.poll() is None:  # something broke while they ran: they must not outlive the share
                 log.warning("job %s attempt %s: tearing down on %s after a failure",
                             spec.job_id, spec.attempt, spec.node)
-                teardown(proc, settings.kill_wait)
+                teardown([proc], settings.kill_wait)
                 proc.wait()
                 _unlink(result_file)
             reports.remove()
@@ -354,7 +343,7 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
         stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
             log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
-            teardown(proc, settings.kill_wait)
+            teardown([proc], settings.kill_wait)
             return stop
     return None
 

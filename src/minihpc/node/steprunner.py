@@ -15,7 +15,7 @@ import subprocess
 from minihpc.core.launch_spec import DAEMON_ONLY_ENV, LaunchSpec
 from minihpc.core.outcome import from_returncode
 from minihpc.core.steps import Layout, TaskEnd, task_env
-from minihpc.machine.processes import process_tree, terminate
+from minihpc.machine.processes import teardown
 from minihpc.node import identity
 from minihpc.state.connect import retrying
 from minihpc.state.steps import KILL, START
@@ -101,9 +101,8 @@ class StepRunner:
     def kill(self, step: int) -> None:
         """SIGTERM a step's tasks here, SIGKILL after the kill wait; their ends are then reported."""
         tasks = self.running.get(step, [])
-        procs = [p for _, proc in tasks for p in process_tree(proc.pid)]
-        if procs:
-            terminate(procs, self.kill_wait)
+        if tasks:
+            teardown([proc for _, proc in tasks], self.kill_wait)
             for _, proc in tasks:
                 proc.wait()
         self.poll()
