@@ -99,7 +99,7 @@ class StepServer:
         log.info("job %s step %s: %d task(s) on %s: %s", spec.job_id, step, lay.ntasks, ",".join(lay.nodes),
                  " ".join(request["argv"])[:200])
         _send(conn, {"step": step, "ntasks": lay.ntasks, "nodes": lay.nodes})
-        ends, killed = [], False
+        ends, killed, causes = [], False, None
         while len(ends) < lay.ntasks and not self.closed.is_set():
             try:
                 end = self.store.next_task_end(spec.job_id, spec.attempt, step, self.poll)
@@ -109,12 +109,13 @@ class StepServer:
             if end is not None:
                 ends.append(end)
             if not killed and ((end is not None and end.failed) or _gone(conn)):
-                killed = True
+                killed, causes = True, len(ends)
                 retrying(self.store.send, spec.job_id, spec.attempt,
                          {n: {"kind": KILL, "step": step} for n in lay.nodes},
                          what=f"job {spec.job_id} step {step} kill", deadline=30.0)
         if len(ends) == lay.ntasks:
-            _send(conn, {"exit_code": step_exit(ends), "errors": [e.describe() for e in ends if e.failed]})
+            # srun names the failures that ended the step, not the tasks it killed because of them.
+            _send(conn, {"exit_code": step_exit(ends), "errors": [e.describe() for e in ends[:causes] if e.failed]})
 
 
 def peer_uid(conn: socket.socket) -> int:
