@@ -36,14 +36,14 @@ def test_ntasks_spreads_evenly_over_the_nodes():
 
 
 def test_an_sbatch_option_minihpc_lacks_is_a_warning_and_ours_stay_checked():
-    header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G -p gpu\n#SBATCH --account a1\nsrun x\n")
-    assert header.options.nodes == 2
-    assert header.warnings == ["#SBATCH --mem=4G -p gpu: not an option minihpc supports; ignored",
+    header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G --qos high\n#SBATCH --account a1\nsrun x\n")
+    assert header.options.nodes == 2 and header.options.mem == "4G"
+    assert header.warnings == ["#SBATCH --qos high: not an option minihpc supports; ignored",
                                "#SBATCH --account a1: not an option minihpc supports; ignored"]
     with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid int value: 'two'"):
         parse_header("#SBATCH --nodes=two\n")  # a wrong value is still an error
-    with pytest.raises(UsageError, match="#MINIHPC: unrecognized arguments: --mem 4G"):
-        parse_header("#MINIHPC --mem 4G\n")  # our own header lines stay strict
+    with pytest.raises(UsageError, match="#MINIHPC: unrecognized arguments: --qos high"):
+        parse_header("#MINIHPC --qos high\n")  # our own header lines stay strict
 
 
 def test_flags_beat_header_lines_beat_defaults():

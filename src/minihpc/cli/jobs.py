@@ -4,6 +4,7 @@ scontrol show job, scancel, sacct) -- thin over :mod:`minihpc.client`."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -64,7 +65,7 @@ def cmd_submit(args, settings: Settings) -> int:
     for warning in header.warnings:
         print(f"minihpc submit: warning: {warning}", file=sys.stderr)
     request = options.request(args, header, script=args.script, text=text, args=args.script_args,
-                              script_name=args.script_name)
+                              script_name=args.script_name, env=dict(os.environ))
     store = open_store(settings)
     request.user = access.for_cli(store).user
     job = submit(store, request)

@@ -42,7 +42,8 @@ def cmd_run(args, settings: Settings) -> int:
     args.launch = BATCH
     args.job_name = args.job_name or os.path.basename(command[0])
     header = options.Header(options.HeaderParser("").parse_args([]))
-    request = options.request(args, header, script=STDIN, text=run_script(command), args=[], script_name="run")
+    request = options.request(args, header, script=STDIN, text=run_script(command), args=[], script_name="run",
+                              env=dict(os.environ))
     store = open_store(settings)
     request.user = access.for_cli(store).user
     job = submit(store, request)

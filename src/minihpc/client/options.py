@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from dataclasses import dataclass, field
 
 from minihpc.client.submit import Request
@@ -15,7 +16,13 @@ from minihpc.core import dependency as dependencies
 from minihpc.core.batch import LAUNCHES, launch_mode
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Priority
+from minihpc.core.arrays import parse_array
+from minihpc.core.environment import parse_export
+from minihpc.core.output_names import check_pattern
 from minihpc.core.parsing import header_lines, parse_time_limit
+from minihpc.core.requirements import parse_gres, parse_mem
+from minihpc.core.signals import parse_warn_signal
+from minihpc.core.slurm_filters import parse_slurm_time
 
 
 class HeaderParser(argparse.ArgumentParser):
@@ -47,6 +54,25 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", choices=LAUNCHES, default=None,
                    help="how the script runs: torchrun (a Python script's default) or batch (once on the first "
                         "node, srun on its PATH: the default for a #!/bin/bash script)")
+    p.add_argument("-c", "--cpus-per-task", type=int, default=None, help="CPUs each task needs (default 1)")
+    p.add_argument("-o", "--output", default=None, metavar="PATTERN",
+                   help="write the job's output to this file (%%j job id, %%x name, %%N node, %%A_%%a array, "
+                        "%%t task, %%u user); relative to the working directory. Default: the node logs only")
+    p.add_argument("-e", "--error", default=None, metavar="PATTERN", help="write its standard error here (as -o)")
+    p.add_argument("--export", default=None, metavar="ALL|NONE|VAR[=VALUE],...",
+                   help="the submitter's variables the job gets (default ALL, less the machine's own: PATH, HOME...)")
+    p.add_argument("--signal", default=None, metavar="[B:]SIG[@SECS]",
+                   help="send SIG SECS seconds (default 60) before the time limit: to every task, or B: the batch shell")
+    p.add_argument("--begin", default=None, metavar="TIME", help="do not start before TIME (now+60, 16:00, 2026-12-01T08:00)")
+    p.add_argument("--requeue", dest="requeue", action="store_const", const=True, default=None,
+                   help="a node failure sends the job back to the queue (the default)")
+    p.add_argument("--no-requeue", dest="requeue", action="store_const", const=False,
+                   help="never requeue: a node failure ends the job NODE_FAIL")
+    p.add_argument("--mem", default=None, help="memory each node must have (4G, 512M; a bare number is MB)")
+    p.add_argument("--gres", default=None, metavar="gpu:N", help="GPUs each node must have")
+    p.add_argument("-p", "--partition", default=None, help="the node group to run in (config: MINIHPC_PARTITIONS)")
+    p.add_argument("-a", "--array", default=None, metavar="INDEXES[%N]",
+                   help="a job array: 0-15, 1,3,5 or 0-10:2; %%N runs at most N at once")
     p.add_argument("--progress-timeout", default=None,
                    help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
 
@@ -91,7 +117,7 @@ def tasks_per_node(nodes: int, ntasks: int | None, per_node: int | None) -> int:
 
 
 def request(given: argparse.Namespace, header: Header, *, script: str, text: str, args: list[str],
-            script_name: str | None = None) -> Request:
+            script_name: str | None = None, env: dict[str, str] | None = None, now: float | None = None) -> Request:
     """The submit request: each option from ``given`` (flags, or an API body), else the header,
     else its documented default."""
 
@@ -116,4 +142,22 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         script_name=script_name,
         launch=launch_mode(text, script_name or script, pick("launch")),
         workdir=os.path.abspath(pick("chdir")) if pick("chdir") else "",
+        cpus_per_task=_at_least_one(pick("cpus_per_task", 1), "--cpus-per-task"),
+        output=check_pattern(pick("output"), "--output") if pick("output") is not None else "",
+        error=check_pattern(pick("error"), "--error") if pick("error") is not None else "",
+        environment=parse_export(pick("export"), env or {}),
+        warn_signal=parse_warn_signal(pick("signal")).text() if pick("signal") else "",
+        begin_at=parse_slurm_time(pick("begin"), time.time() if now is None else now, "--begin")
+        if pick("begin") else None,
+        requeue=pick("requeue", True),
+        mem_bytes=parse_mem(pick("mem")) if pick("mem") else 0,
+        gpus=parse_gres(pick("gres")) if pick("gres") else 0,
+        partition=pick("partition", ""),
+        array=parse_array(pick("array")) if pick("array") else None,
     )
+
+
+def _at_least_one(value: int, option: str) -> int:
+    if int(value) < 1:
+        raise UsageError(f"{option} must be at least 1, got {value}")
+    return int(value)

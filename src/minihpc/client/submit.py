@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
+from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, Priority
 from minihpc.machine import files
@@ -31,6 +32,17 @@ class Request:
     text: str | None = None  # the script as already read; spooled exactly as parsed
     script_name: str | None = None  # for a script read from stdin ("-"): its file name
     launch: str = "torchrun"  # or "batch" (core.batch.launch_mode)
+    cpus_per_task: int = 1
+    output: str = ""
+    error: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    warn_signal: str = ""
+    begin_at: float | None = None
+    requeue: bool = True
+    mem_bytes: int = 0
+    gpus: int = 0
+    partition: str = ""
+    array: ArraySpec | None = None
 
 
 STDIN = "-"
@@ -167,6 +179,16 @@ def submit(store: Store, request: Request) -> Job:
         workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or os.getcwd(),
         submit_dir=spool if request.workdir == SPOOL_WORKDIR else os.getcwd(),
         submitted_at=time.time(),
+        cpus_per_task=request.cpus_per_task,
+        output=request.output,
+        error=request.error,
+        environment=dict(request.environment),
+        warn_signal=request.warn_signal,
+        begin_at=request.begin_at,
+        requeue=request.requeue,
+        mem_bytes=request.mem_bytes,
+        gpus=request.gpus,
+        partition=request.partition,
     )
     store.add_job(job)
     return job

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from minihpc.core.arrays import array_env
 from minihpc.core.parsing import compress_hostlist
 
 LAUNCH_TASK = "minihpc.node.agent.launch_task"
@@ -38,6 +39,16 @@ class LaunchSpec:
     script_sha256: str = ""  # what was submitted: checked before the ranks start (script_changed)
     launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
     submit_dir: str = ""  # SLURM_SUBMIT_DIR: where sbatch ran, not -D's directory ("" : workdir)
+    user: str = ""  # who submitted it (%u in output names)
+    cpus_per_task: int = 1  # -c
+    output: str = ""  # -o's pattern (core.output_names); "" : the node logs only
+    error: str = ""  # -e's pattern; "" : with the output
+    environment: dict[str, str] = field(default_factory=dict)  # --export's variables
+    warn_signal: str = ""  # --signal's "[B:]SIG@SECS" (core.signals)
+    partition: str = ""
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_spec: str = ""
 
     @property
     def nnodes(self) -> int:
@@ -102,6 +113,7 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
     """The environment of the job's ranks (torchrun adds RANK, LOCAL_RANK, WORLD_SIZE,
     MASTER_ADDR and MASTER_PORT per rank): the agent's, less its credentials."""
     env = {k: v for k, v in base.items() if k not in DAEMON_ONLY_ENV}
+    env.update({k: v for k, v in spec.environment.items() if k not in DAEMON_ONLY_ENV})  # --export
     hostlist = compress_hostlist(spec.nodes)
     env.update(
         {
@@ -131,5 +143,12 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
     if spec.submit_dir or spec.workdir:
         env["SLURM_SUBMIT_DIR"] = spec.submit_dir or spec.workdir
     # The job runs a spooled copy; its original folder stays importable for helper modules.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.source_dir, base.get("PYTHONPATH")) if p)
+    pythonpath = spec.environment.get("PYTHONPATH", base.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.source_dir, pythonpath) if p)
+    if spec.cpus_per_task > 1:
+        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    if spec.partition:
+        env["SLURM_JOB_PARTITION"] = spec.partition
+    if spec.array_job_id is not None:
+        env.update(array_env(spec.array_job_id, spec.array_task_id, spec.array_spec))
     return env

@@ -118,6 +118,20 @@ class Job:
     workdir: str = ""
     submit_dir: str = ""  # where it was submitted from (SLURM_SUBMIT_DIR); "" in records before it
     launch: str = "torchrun"  # or "batch": how the script runs (core.batch)
+    cpus_per_task: int = 1  # -c: CPUs each task needs (SLURM_CPUS_PER_TASK)
+    output: str = ""  # -o: the output file's pattern (core.output_names), "" : the node logs only
+    error: str = ""  # -e: the error file's pattern, "" : with the output
+    environment: dict[str, str] = field(default_factory=dict)  # --export: variables set in the job
+    warn_signal: str = ""  # --signal: "[B:]SIG@SECS" (core.signals), "" : none
+    begin_at: float | None = None  # --begin: not started before this time
+    requeue: bool = True  # --requeue/--no-requeue: whether a node failure may send it back to the queue
+    mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
+    gpus: int = 0  # --gres=gpu:N: GPUs each node must have
+    partition: str = ""  # -p: the node group it runs in, "" : the default partition
+    array_job_id: int | None = None  # --array: the array's job id (its first task's), None : not in an array
+    array_task_id: int | None = None  # --array: this task's index
+    array_spec: str = ""  # --array: the indexes as given, without the %limit (for SLURM_ARRAY_TASK_COUNT...)
+    array_limit: int = 0  # --array=...%N: at most N of the array's tasks run at once, 0 : no limit
     state: JobState = JobState.PENDING
     reason: str = "None"
     held_by: str | None = None  # who put the job on hold (scontrol hold), None when not held
@@ -134,10 +148,18 @@ class Job:
     ended_at: float | None = None
 
     _LISTS = ("args", "dependency", "nodes")
-    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues")
-    _OPT_INTS = ("exit_code",)
-    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since")
+    _DICTS = ("environment",)
+    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
+             "gpus", "array_limit")
+    _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
+    _BOOLS = ("requeue",)
+    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
+
+    @property
+    def array_name(self) -> str:
+        """The id users see: ``123_4`` for task 4 of array 123, else the job id."""
+        return str(self.id) if self.array_job_id is None else f"{self.array_job_id}_{self.array_task_id}"
 
     @property
     def held(self) -> bool:
@@ -174,8 +196,10 @@ class Job:
         out: dict[str, str] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in self._LISTS:
+            if f.name in self._LISTS or f.name in self._DICTS:
                 out[f.name] = json.dumps(value)
+            elif f.name in self._BOOLS:
+                out[f.name] = "1" if value else "0"
             elif isinstance(value, Enum):
                 out[f.name] = value.value
             elif value is None:
@@ -194,6 +218,10 @@ class Job:
             value = data[f.name]
             if f.name in cls._LISTS:
                 kwargs[f.name] = json.loads(value) if value else []
+            elif f.name in cls._DICTS:
+                kwargs[f.name] = json.loads(value) if value else {}
+            elif f.name in cls._BOOLS:
+                kwargs[f.name] = value != "0"
             elif f.name in cls._INTS:
                 kwargs[f.name] = int(value)
             elif f.name in cls._OPT_INTS:
@@ -235,6 +263,7 @@ class NodeStatus:
     memory_bytes: int = 0
     last_heartbeat: float | None = None
     metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
+    gpus: int = 0  # GPUs the node has (--gres=gpu:N)
 
     @property
     def state(self) -> NodeState:

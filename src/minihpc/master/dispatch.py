@@ -40,6 +40,16 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             script_sha256=job.script_sha256,
             launch=job.launch,
             submit_dir=job.submit_dir,
+            user=job.user,
+            cpus_per_task=job.cpus_per_task,
+            output=job.output,
+            error=job.error,
+            environment=dict(job.environment),
+            warn_signal=job.warn_signal,
+            partition=job.partition,
+            array_job_id=job.array_job_id,
+            array_task_id=job.array_task_id,
+            array_spec=job.array_spec,
         )
         for rank, name in enumerate(job.nodes)
     ]
