@@ -126,7 +126,7 @@ def test_jobs_larger_than_the_live_cluster_do_not_block_others():
 
 
 def test_profile_earliest_start():
-    prof = Profile(0.0, 1, [10.0, 20.0])  # 1 free now, 2 at t=10, 3 at t=20
+    prof = Profile(0.0, {"a": 0.0, "b": 10.0, "c": 20.0})  # 1 free now, 2 at t=10, 3 at t=20
     assert prof.earliest(1, 100) == 0.0
     assert prof.earliest(2, 5) == 10.0
     assert prof.earliest(3, float("inf")) == 20.0

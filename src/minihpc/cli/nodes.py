@@ -22,6 +22,7 @@ from minihpc.client.session import open_store
 from minihpc.core import training
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus, node_state_changes
+from minihpc.core.partitions import Partitions
 from minihpc.core.parsing import compress_hostlist
 from minihpc.state.events import INCIDENTS_KEPT
 from minihpc.state.store import Store
@@ -125,14 +126,16 @@ def cmd_nodes(args, settings: Settings) -> int:
             return 1
         print(f"{args.check} {state.state.value}")
         return 0
+    partitions = Partitions.from_record(store.cluster_info())
     if args.json:
         print_json([
             {"name": n.name, "state": n.state.value, "addr": n.addr, "cpus": n.cpus, "memory_bytes": n.memory_bytes,
+             "gpus": n.gpus, "partitions": partitions.of_node(n.name),
              "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics}
             for n in nodes
         ])
         return 0
-    print(nodes_table(nodes, time.time()))
+    print(nodes_table(nodes, time.time(), partitions))
     return 0
 
 
@@ -172,7 +175,7 @@ def monitor_frame(store: Store, now: float) -> str:
         f"minihpc  {time.strftime('%H:%M:%S')}  nodes {up}/{len(nodes)} up  "
         f"jobs {len(running)} running, "
         f"{sum(j.state is JobState.PENDING for j in jobs)} pending  (Ctrl-C to stop)\n\n"
-        f"{nodes_table(nodes, now)}\n\n{render(QUEUE_HEADERS, queue_rows(jobs, now))}\n"
+        f"{nodes_table(nodes, now, Partitions.from_record(store.cluster_info()))}\n\n{render(QUEUE_HEADERS, queue_rows(jobs, now))}\n"
         + (f"\n{render(training.HEADERS, trained)}\n" if trained else "")
     )
 

@@ -10,6 +10,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from minihpc.core import partitions
 from minihpc.core.errors import UsageError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -70,6 +71,19 @@ KEEP_ENDED_DAYS = 30.0
 """Days an ended job is remembered (MINIHPC_KEEP_ENDED_DAYS); older ones are forgotten as with
 KEEP_ENDED_JOBS. 0: no age limit. A job a pending job depends on is kept either way."""
 
+PARTITIONS = ""
+"""Partitions (MINIHPC_PARTITIONS): ``NAME=HOSTLIST`` items separated by ``;``, as
+``debug=worker-node-[1-2];gpu=worker-node-3`` (see minihpc.core.partitions). Empty: only the
+default partition. The master publishes them in the cluster record."""
+
+DEFAULT_PARTITION = partitions.DEFAULT_PARTITION
+"""Where a job without ``-p`` runs (MINIHPC_DEFAULT_PARTITION; slurm.conf's Default=YES). Not
+named in PARTITIONS, it holds every node."""
+
+NODE_GPUS = -1
+"""GPUs a node agent registers (MINIHPC_NODE_GPUS, for tests and operators); -1: the agent
+counts its ``/dev/nvidiaN`` device files."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -89,6 +103,9 @@ class Settings:
     job_log_max: int = JOB_LOG_MAX
     keep_ended_jobs: int = KEEP_ENDED_JOBS
     keep_ended_days: float = KEEP_ENDED_DAYS
+    partitions: str = PARTITIONS
+    default_partition: str = DEFAULT_PARTITION
+    node_gpus: int = NODE_GPUS
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -118,7 +135,8 @@ def shared_layout(shared_dir: str | Path, mode: str) -> dict[str, str]:
 def published_settings(settings: Settings) -> dict[str, str]:
     """The settings that go in the cluster record beside the layout: the limits every face
     checks a submission against, one value for the whole cluster whoever submits."""
-    return {"max_tasks_per_node": str(settings.max_tasks_per_node)}
+    parts = partitions.parse(settings.partitions, settings.default_partition)
+    return {"max_tasks_per_node": str(settings.max_tasks_per_node), **parts.to_record()}
 
 
 def local_redis_url_file(state_dir: Path | None = None) -> Path:
@@ -142,7 +160,9 @@ def load_settings(config_file: str | None = None, env: dict | None = None) -> Se
             values["redis_url"] = local_redis_url_file().read_text().strip()
         except OSError:
             pass
-    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+    settings = Settings(**{k: _coerce(k, v) for k, v in values.items()})
+    partitions.parse(settings.partitions, settings.default_partition)  # a bad one fails here, in any process
+    return settings
 
 
 def _read_toml(path: Path) -> dict:
@@ -161,11 +181,12 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
-_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job_log_max": 0, "keep_ended_jobs": 0}
+_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job_log_max": 0, "keep_ended_jobs": 0,
+           "node_gpus": -1}
 """Whole-number settings, with their least value."""
 
 
-_TEXTS = {"redis_url", "job_user"}
+_TEXTS = {"redis_url", "job_user", "partitions", "default_partition"}
 """Settings kept as text."""
 
 

@@ -6,7 +6,8 @@ They follow scontrol(1) where minihpc has the concept:
   held job to begin execution": PENDING jobs only; a held job waits with Reason=JobHeldUser.
 - ``requeue``: "Requeue a running, suspended or finished Slurm batch job into pending state":
   RUNNING or ended (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL) jobs; it runs again as a
-  new attempt. ``requeuehold`` also holds it.
+  new attempt. ``requeuehold`` also holds it. A job submitted with ``--no-requeue`` ("should
+  never be requeued under any circumstances", man sbatch) is refused, as slurmctld refuses it.
 - ``update``: TimeLimit while PENDING or RUNNING ("Only the Slurm administrator or root can
   increase job's TimeLimit" -- of a running job: slurmctld lets a pending job's limit grow up
   to its partition's, and minihpc has no partition limit); Priority (minihpc's names, not
@@ -53,10 +54,13 @@ def release(job: Job) -> Job:
 
 
 def requeue(job: Job, held_by: str | None = None) -> Job:
-    """The job back in the queue (held by ``held_by`` if given); Conflict if it is PENDING.
+    """The job back in the queue (held by ``held_by`` if given); Conflict if it is PENDING or
+    was submitted with ``--no-requeue``.
     It keeps its id, attempts and last exit code; node-failure requeues are not counted."""
     if job.state not in REQUEUABLE:
         raise Conflict(f"job {job.id} is already PENDING; only a running or ended job can be requeued")
+    if not job.requeue:
+        raise Conflict(f"job {job.id} was submitted with --no-requeue; it cannot be requeued")
     return dataclasses.replace(
         job, state=JobState.PENDING, reason=HELD_REASON if held_by else "None", held_by=held_by,
         ended_at=None, first_failure=None, failing_since=None,

@@ -1,11 +1,15 @@
-"""What a job needs of each of its nodes, as sbatch says it: ``--mem`` and ``--gres=gpu:N``
-(pure parsing; the scheduler matches them against the nodes)."""
+"""What a job needs of each of its nodes, as sbatch says it -- ``--mem``, ``--gres=gpu:N``,
+``-c/--cpus-per-task`` with ``--ntasks-per-node`` -- and whether a node has it (:func:`fits`,
+which the scheduler and submit's checks share)."""
 
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from minihpc.core.errors import UsageError
+from minihpc.core.models import NodeStatus
+from minihpc.core.partitions import Partitions
 
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -31,3 +35,82 @@ def parse_gres(text: str) -> int:
             raise UsageError(f"invalid --gres {text!r}: expected gpu:N or gpu:TYPE:N")
         gpus += int(count)
     return gpus
+
+
+class Needs(Protocol):
+    """What a job asks of each node: a Job record, or a submit Request before it is one."""
+
+    mem_bytes: int
+    gpus: int
+    tasks_per_node: int
+    cpus_per_task: int
+
+
+def format_mem(count: int) -> str:
+    """Bytes as ``--mem`` takes them: the largest unit that divides them (``4G``, ``1536M``)."""
+    for unit in "TGMK":
+        if count and count % _UNITS[unit] == 0:
+            return f"{count // _UNITS[unit]}{unit}"
+    return f"{count}B"
+
+
+def cpus_needed(job: Needs) -> int:
+    """CPUs the job needs on each node: ``--ntasks-per-node`` x ``-c/--cpus-per-task``."""
+    return job.tasks_per_node * job.cpus_per_task
+
+
+def published_cpus(cluster: dict[str, str]) -> int:
+    """MINIHPC_MAX_TASKS_PER_NODE as the cluster record publishes it: when set (not 0) it
+    stands for every node's CPU count, as it does for submit's ``--ntasks-per-node`` check
+    (an operator lets more ranks share a node than it has CPUs); 0: each node's own CPUs."""
+    try:
+        return max(int(cluster.get("max_tasks_per_node") or 0), 0)
+    except ValueError:
+        return 0
+
+
+def fits(job: Needs, node: NodeStatus, cpus_override: int = 0) -> bool:
+    """Whether one node could ever hold the job's share: ``--mem`` at most its memory (when
+    both are known), ``--gres=gpu:N`` at most its GPUs, and tasks x cpus-per-task at most its
+    CPUs (``cpus_override`` when not 0, see :func:`published_cpus`; a node that reported no
+    CPU count is not judged by it)."""
+    if job.mem_bytes and node.memory_bytes and node.memory_bytes < job.mem_bytes:
+        return False
+    if node.gpus < job.gpus:
+        return False
+    cpus = cpus_override or node.cpus
+    return not cpus or cpus >= cpus_needed(job)
+
+
+def refusal(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeStatus], partitions: Partitions,
+            cpus_override: int = 0) -> str | None:
+    """One line saying why no set of the registered ``nodes`` (up or not) could ever run the
+    job, or None: an unknown ``-p`` partition, ``--gres=gpu:N``, ``--mem`` or ``-c`` x
+    ``--ntasks-per-node`` more than any node of its partition has, or ``-N`` more nodes than
+    have all of it together."""
+    unknown = partitions.unknown(partition)
+    if unknown:
+        return unknown
+    name = partitions.effective(partition)
+    members = [n for n in nodes if partitions.contains(name, n.name)]
+    where = f" in partition {name!r}" if partition or partitions.groups else ""
+    most_gpus = max((n.gpus for n in members), default=0)
+    if job.gpus > most_gpus:
+        what = "GPUs" if not most_gpus else f"{job.gpus} GPUs"
+        return f"--gres=gpu:{job.gpus}: no node{where} has {what} (the most on one node: {most_gpus})"
+    most_mem = max((n.memory_bytes for n in members), default=0)
+    if job.mem_bytes and most_mem and job.mem_bytes > most_mem:
+        return (f"--mem={format_mem(job.mem_bytes)} is more than any node{where} has "
+                f"(the most on one node: {format_mem(most_mem)})")
+    most_cpus = cpus_override or max((n.cpus for n in members), default=0)
+    if most_cpus and cpus_needed(job) > most_cpus:
+        return (f"--ntasks-per-node {job.tasks_per_node} x --cpus-per-task {job.cpus_per_task} needs "
+                f"{cpus_needed(job)} CPUs per node; the largest node{where} has {most_cpus}")
+    fitting = sum(1 for n in members if fits(job, n, cpus_override))
+    if nodes_requested > fitting:
+        plural = "s" if nodes_requested != 1 else ""
+        if fitting == len(members):
+            return f"job needs {nodes_requested} node{plural}; partition {name!r} has {fitting}"
+        return (f"job needs {nodes_requested} node{plural}{where} with its --mem, --gres and CPUs; "
+                f"{fitting} of the {len(members)} have them")
+    return None

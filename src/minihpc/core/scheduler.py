@@ -2,26 +2,48 @@
 the others wait. A held job (``scontrol hold``) is passed over as if it were not queued.
 
 The policy is strict priority with *conservative backfill*: jobs are taken in priority order
-(high, normal, low; then submit time). Each job gets the earliest start at which all of its
-nodes are free, given the running jobs' time limits and the start times already promised to
-every job ahead of it; it starts only if that time is now. A lower-priority job can therefore
-take idle nodes only when it ends (by its time limit) before any job ahead of it could have
-used them. A job with no time limit is assumed to run forever; a job ahead that cannot be promised any
-start time (it waits on such jobs) holds its node count from now on, so jobs behind it get
-only nodes it could never need.
+(high, normal, low; then submit time). Each job gets the earliest start at which enough of its
+*eligible* nodes are free for its whole time limit, given the running jobs' time limits and
+the nodes already promised to every job ahead of it; it starts only if that time is now. A
+lower-priority job can therefore take idle nodes only when it ends (by its time limit) before
+any job ahead of it could have used them. A job with no time limit is assumed to run forever;
+a job ahead that cannot be promised any start time (it waits on such jobs) holds the eligible
+nodes that free soonest from now on, so jobs behind it get only nodes it could never need.
+
+A node is eligible for a job (:func:`eligible`) when it is up and not drained, in the job's
+partition (``-p``, else the default: core.partitions) and has what ``--mem``, ``--gres=gpu:N``
+and ``-c`` x ``--ntasks-per-node`` ask of each node (core.requirements.fits). Promises are
+kept per node (:class:`Profile`), since jobs with different constraints compete for different
+subsets of the nodes. Before taking nodes, a job may wait for reasons of its own, which
+reserve nothing: a dependency, ``--begin`` in the future (``BeginTime``), or its array's
+``%N`` throttle (``JobArrayTaskLimit``: man sbatch --array, "a maximum number of
+simultaneously running tasks"). A job no eligible set of nodes could ever hold waits
+``ReqNodeNotAvail``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from minihpc.core import dependency
 from minihpc.core.job_control import HELD_REASON
-from minihpc.core.models import Job, JobState, NodeState, NodeStatus
+from minihpc.core.models import Job, JobState, NodeStatus
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import fits
 
 INF = math.inf
+
+BEGIN_TIME = "BeginTime"
+"""Slurm's reason for a job whose ``--begin`` time has not come."""
+
+ARRAY_LIMIT = "JobArrayTaskLimit"
+"""Slurm's reason for an array task held back by the array's ``%N`` throttle."""
+
+NOT_AVAILABLE = "ReqNodeNotAvail"
+"""Slurm's reason for a job that too few up, undrained, eligible nodes could ever hold."""
 
 
 @dataclass
@@ -32,6 +54,9 @@ class Plan:
     """Why each job that does not start waits (Slurm's reason names)."""
     cancels: dict[int, str] = field(default_factory=dict)
     """Jobs that can never run, with the reason."""
+    promised: dict[int, float | None] = field(default_factory=dict)
+    """When each job waiting for nodes (Resources, Priority) is promised to start; None: no
+    start can be promised (it waits on jobs without a time limit). ``squeue --start``."""
 
 
 def queue_order_key(job: Job) -> tuple:
@@ -41,8 +66,10 @@ def queue_order_key(job: Job) -> tuple:
 
 
 def should_requeue(job: Job, max_requeues: int) -> bool:
-    """A job its node failure ended goes back to the queue until it used up its requeues."""
-    return job.state is JobState.NODE_FAIL and job.requeues < max_requeues
+    """A job its node failure ended goes back to the queue until it used up its requeues --
+    unless it was submitted with ``--no-requeue`` (man sbatch: "Specifies that the batch job
+    should never be requeued under any circumstances")."""
+    return job.state is JobState.NODE_FAIL and job.requeue and job.requeues < max_requeues
 
 
 def expected_end(job: Job, now: float) -> float:
@@ -53,45 +80,54 @@ def expected_end(job: Job, now: float) -> float:
 
 
 class Profile:
-    """How many nodes are free over time, as a step function starting at ``now``."""
+    """Each node's reservations from ``now`` on, as (start, end) intervals: a running job's
+    until its expected end, and those promised to jobs ahead. ``frees_at``: node -> when it
+    is free (``now`` for an idle one), in the order nodes are preferred. A node may start a
+    job at ``now`` only if it is in ``idle`` (default: every node free at ``now``); one whose
+    allocation is about to be freed is free only after ``now``."""
 
-    def __init__(self, now: float, free_now: int, frees_at: list[float]):
-        self.times = [now]
-        self.free = [free_now]
-        for t in sorted(frees_at):
-            if t == INF:
-                continue
-            self._split(t)
-            for i, ti in enumerate(self.times):
-                if ti >= t:
-                    self.free[i] += 1
+    def __init__(self, now: float, frees_at: dict[str, float], idle: Iterable[str] | None = None):
+        self.now = now
+        self.busy = {name: [(now, t)] if t > now else [] for name, t in frees_at.items()}
+        self.idle = {n for n, t in frees_at.items() if t <= now} if idle is None else set(idle)
 
-    def _split(self, t: float) -> None:
-        if t == INF or t in self.times:
-            return
-        i = next((k for k, ti in enumerate(self.times) if ti > t), len(self.times))
-        self.times.insert(i, t)
-        self.free.insert(i, self.free[i - 1])
+    def free(self, node: str, start: float, duration: float) -> bool:
+        """Whether ``node`` has no reservation in [start, start + duration)."""
+        if start <= self.now and node not in self.idle:
+            return False
+        end = start + duration
+        return all(e <= start or s >= end for s, e in self.busy[node])
 
-    def earliest(self, count: int, duration: float) -> float | None:
-        """First time at which ``count`` nodes stay free for ``duration``; None if never."""
-        for i, start in enumerate(self.times):
-            end = start + duration
-            if all(
-                self.free[k] >= count
-                for k in range(i, len(self.times))
-                if self.times[k] < end
-            ):
-                return start
+    def earliest(self, count: int, duration: float, nodes: list[str] | None = None) -> float | None:
+        """First time at which ``count`` of ``nodes`` (default: all) stay free for
+        ``duration``; None if never. Only ``now`` and reservation ends can be such a time."""
+        nodes = list(self.busy) if nodes is None else nodes
+        ends = {e for n in nodes for _, e in self.busy[n] if self.now < e < INF}
+        for t in sorted({self.now, *ends}):
+            if sum(self.free(n, t, duration) for n in nodes) >= count:
+                return t
         return None
 
-    def reserve(self, start: float, count: int, duration: float) -> None:
-        end = start + duration
-        self._split(start)
-        self._split(end)
-        for k, t in enumerate(self.times):
-            if start <= t < end:
-                self.free[k] -= count
+    def reserve(self, start: float, count: int, duration: float, nodes: list[str] | None = None) -> list[str]:
+        """Reserve ``count`` of ``nodes`` free over [start, start + duration) and return them:
+        in ``nodes`` order at ``now``; later, those busy until closest before ``start`` first,
+        which leaves the longest-idle nodes to backfill."""
+        nodes = list(self.busy) if nodes is None else nodes
+        free = [n for n in nodes if self.free(n, start, duration)]
+        if start > self.now:
+            free.sort(key=lambda n: -max((e for _, e in self.busy[n] if e <= start), default=-INF))
+        chosen = free[:count]
+        for n in chosen:
+            self.busy[n].append((start, start + duration))
+        return chosen
+
+    def hold(self, count: int, nodes: list[str]) -> None:
+        """Reserve, from now on, the ``count`` of ``nodes`` that are free for good soonest."""
+        def free_for_good(n: str) -> float:
+            return max((e for _, e in self.busy[n]), default=self.now)
+
+        for n in sorted(nodes, key=free_for_good)[:count]:
+            self.busy[n].append((self.now, INF))
 
 
 def dependency_status(job: Job, states: dict[int, JobState | None], others: Iterable[Job] = ()) -> str | None:
@@ -108,53 +144,81 @@ def same_owner_and_name(jobs: Iterable[Job]) -> dict[tuple[str, str], list[Job]]
     return out
 
 
+def eligible(job: Job, nodes: list[NodeStatus], partitions: Partitions, cpus_override: int = 0) -> list[str]:
+    """The nodes that could ever hold the job's share, most fitting first: up and undrained,
+    in its partition, with its memory, GPUs and CPUs (core.requirements.fits). Nodes with fewer
+    GPUs come first, so a job that needs none leaves GPU nodes to the jobs that do."""
+    part = partitions.effective(job.partition)
+    ok = [n for n in nodes if n.schedulable and partitions.contains(part, n.name) and fits(job, n, cpus_override)]
+    return [n.name for n in sorted(ok, key=lambda n: n.gpus)]
+
+
+def own_wait(job: Job, now: float, dependency_states: dict[int, JobState | None], singletons: Iterable[Job],
+             array_running: Counter) -> str | None:
+    """Why the job waits whatever the nodes do (it reserves none meanwhile), or None: held,
+    a dependency (or 'DependencyNeverSatisfied': cancel it), ``--begin`` not come, or its
+    array's throttle reached."""
+    if job.held:
+        return HELD_REASON
+    dep = dependency_status(job, dependency_states, singletons)
+    if dep is not None:
+        return dep
+    if job.begin_at is not None and job.begin_at > now:
+        return BEGIN_TIME
+    if job.array_limit and job.array_job_id is not None and array_running[job.array_job_id] >= job.array_limit:
+        return ARRAY_LIMIT
+    return None
+
+
 def plan(
     pending: list[Job],
     nodes: list[NodeStatus],
     running: list[Job],
     dependency_states: dict[int, JobState | None],
     now: float,
+    partitions: Partitions | None = None,
+    cpus_override: int = 0,
 ) -> Plan:
-    """Decide what starts now. Pure: reads only its arguments."""
+    """Decide what starts now. Pure: reads only its arguments. ``partitions``: the published
+    ones (None: every node in one default partition); ``cpus_override``: see
+    core.requirements.published_cpus."""
     result = Plan()
-    idle = [n.name for n in nodes if n.state is NodeState.IDLE]
-    capacity = sum(1 for n in nodes if n.schedulable)
+    partitions = partitions or Partitions()
     ends = {job.id: expected_end(job, now) for job in running}
-    busy_until = [ends.get(n.job, now) for n in nodes if n.schedulable and n.job is not None]
-    profile = Profile(now, len(idle), busy_until)
+    usable = [n for n in nodes if n.schedulable]
+    profile = Profile(now, {n.name: now if n.job is None else ends.get(n.job, now) for n in usable},
+                      idle=[n.name for n in usable if n.job is None])
+    array_running = Counter(j.array_job_id for j in running if j.array_job_id is not None)
     someone_ahead_waits = False
     owners = same_owner_and_name([*pending, *running])
 
     for job in sorted(pending, key=queue_order_key):
-        if job.held:
-            # scontrol hold: not started, and no nodes kept for it -- as if it were not queued.
-            result.reasons[job.id] = HELD_REASON
+        why = own_wait(job, now, dependency_states, owners.get((job.user, job.name), ()), array_running)
+        if why == "DependencyNeverSatisfied":
+            result.cancels[job.id] = why
             continue
-        dep = dependency_status(job, dependency_states, owners.get((job.user, job.name), ()))
-        if dep == "DependencyNeverSatisfied":
-            result.cancels[job.id] = dep
-            continue
-        if dep is not None:
-            result.reasons[job.id] = dep
-            continue
-        if job.nodes_requested > capacity:
-            result.reasons[job.id] = "ReqNodeNotAvail"
+        candidates = eligible(job, nodes, partitions, cpus_override)
+        if why is None and len(candidates) < job.nodes_requested:
+            why = NOT_AVAILABLE
+        if why is not None:
+            result.reasons[job.id] = why
             continue
         duration = job.time_limit if job.time_limit is not None else INF
-        start = profile.earliest(job.nodes_requested, duration)
-        if start is not None and start <= now and len(idle) >= job.nodes_requested:
-            chosen, idle = idle[: job.nodes_requested], idle[job.nodes_requested:]
-            result.starts.append((job.id, chosen))
-            profile.reserve(now, job.nodes_requested, duration)
+        start = profile.earliest(job.nodes_requested, duration, candidates)
+        if start == now:
+            result.starts.append((job.id, profile.reserve(now, job.nodes_requested, duration, candidates)))
+            if job.array_job_id is not None:
+                array_running[job.array_job_id] += 1
             continue
         result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
+        result.promised[job.id] = start
         someone_ahead_waits = True
         if start is None:
             # No start can be promised (it waits on jobs without time limits): hold its
             # nodes from now on, so that only nodes it could never need go to others.
-            profile.reserve(now, job.nodes_requested, INF)
+            profile.hold(job.nodes_requested, candidates)
         else:
-            profile.reserve(start, job.nodes_requested, duration)
+            profile.reserve(start, job.nodes_requested, duration, candidates)
     return result
 
 

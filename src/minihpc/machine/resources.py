@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 
 import psutil
@@ -98,6 +99,15 @@ def tree_usage(pid: int) -> tuple[float, int]:
         except psutil.NoSuchProcess:
             pass
     return cpu, rss
+
+
+def gpu_count(dev: Path = Path("/dev")) -> int:
+    """GPUs this node offers for ``--gres=gpu:N``: its ``/dev/nvidiaN`` device files (what a
+    container given GPUs sees too; no driver library or torch needed). 0 without any."""
+    try:
+        return sum(1 for name in os.listdir(dev) if re.fullmatch(r"nvidia[0-9]+", name))
+    except OSError:
+        return 0
 
 
 class NVML:

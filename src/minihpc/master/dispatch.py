@@ -7,6 +7,7 @@ import os
 
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import Job, NodeStatus
+from minihpc.core.partitions import Partitions
 from minihpc.state.queues import node_queue
 
 LAUNCH_RESULT_TTL = 600
@@ -20,6 +21,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
     log_dir = os.path.join(cluster["log_dir"], f"job-{job.id}")
     checkpoint_dir = os.path.join(cluster["checkpoint_dir"], f"job-{job.id}")
     master_addr = nodes[job.nodes[0]].addr
+    partition = Partitions.from_record(cluster).effective(job.partition)  # SLURM_JOB_PARTITION
     return [
         LaunchSpec(
             job_id=job.id,
@@ -46,7 +48,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             error=job.error,
             environment=dict(job.environment),
             warn_signal=job.warn_signal,
-            partition=job.partition,
+            partition=partition,
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id,
             array_spec=job.array_spec,

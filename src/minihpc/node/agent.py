@@ -21,6 +21,7 @@ from rq import Queue, SimpleWorker
 
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
+from minihpc.machine.resources import gpu_count
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
 from minihpc.node import identity
@@ -130,6 +131,7 @@ class NodeAgent:
             self.addr,
             cpus=os.cpu_count() or 1,
             memory_bytes=psutil.virtual_memory().total,
+            gpus=self.settings.node_gpus if self.settings.node_gpus >= 0 else gpu_count(),
             ttl=self.settings.node_timeout,
             metrics=metrics,
         )

@@ -19,14 +19,14 @@ class NodeRegistry:
     r: object
 
     def register_node(
-        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = ""
+        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = "", gpus: int = 0
     ) -> None:
         now = time.time()
         with self.r.pipeline() as pipe:
             pipe.sadd(keys.NODES, name)
             pipe.hset(
                 keys.node(name),
-                mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes,
+                mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes, "gpus": gpus,
                          "metrics": metrics, "registered_at": now, "last_heartbeat": now},
             )
             pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
@@ -75,6 +75,7 @@ class NodeRegistry:
                     drain_reason=text(drain),
                     cpus=int(info.get("cpus") or 0),
                     memory_bytes=int(info.get("memory_bytes") or 0),
+                    gpus=int(info.get("gpus") or 0),
                     last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
                     metrics=info.get("metrics") or None,
                 )

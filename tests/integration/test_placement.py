@@ -1,0 +1,100 @@
+"""Placement options on a real local cluster of its own, with partitions configured
+(MINIHPC_PARTITIONS) and nodes that register no GPUs: -p/--partition, --begin, --mem,
+--gres=gpu:N and --no-requeue as man sbatch describes them."""
+
+import shutil
+import time
+
+import pytest
+
+from minihpc.machine.local_state import LocalState
+from tests.conftest import free_port, wait_until
+from tests.integration.conftest import Cluster
+from tests.integration.test_requeue import kill_node
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = "debug=worker-node-[1-2];solo=master-node"
+
+
+@pytest.fixture(scope="module")
+def placed(tmp_path_factory):
+    """master-node, worker-node-1 and worker-node-2, in partitions debug and solo besides the
+    default (main, every node); each node says it has no GPU whatever the host has."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
+    state = tmp_path_factory.mktemp("placed")
+    c = Cluster(state, free_port())
+    c.env.update(MINIHPC_PARTITIONS=PARTITIONS, MINIHPC_NODE_GPUS="0")
+    c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", 0)
+    wait_until(lambda: len(c.nodes()) == 3 and all(n["state"] == "idle" for n in c.nodes()), timeout=60,
+               message="three idle nodes")
+    yield c
+    c.cli("down", "--state-dir", state, check=False)
+
+
+def output(c, job_id) -> str:
+    return c.cli("logs", job_id).stdout
+
+
+def test_a_partition_restricts_the_nodes_and_names_itself(placed):
+    """sbatch -p debug: the job's nodes (SLURM_JOB_NODELIST) are debug's, and
+    SLURM_JOB_PARTITION says debug; without -p it is the default partition, main."""
+    c = placed
+    job = c.submit("-p", "debug", "-N", 2, "--wrap", 'echo "list=$SLURM_JOB_NODELIST part=$SLURM_JOB_PARTITION"')
+    assert c.wait(job)["state"] == "COMPLETED"
+    assert "list=worker-node-[1-2] part=debug" in output(c, job)
+    job = c.submit("-p", "solo", "--wrap", 'echo "node=$SLURMD_NODENAME"')
+    assert c.wait(job)["state"] == "COMPLETED" and "node=master-node" in output(c, job)
+    job = c.submit("--wrap", 'echo "part=$SLURM_JOB_PARTITION"')
+    assert c.wait(job)["state"] == "COMPLETED" and "part=main" in output(c, job)
+    nodes = {n["name"]: n for n in c.nodes()}
+    assert nodes["worker-node-1"]["partitions"] == ["main", "debug"] and nodes["worker-node-1"]["gpus"] == 0
+    table = c.cli("nodes").stdout
+    assert "main*,solo" in table and "(null)" in table
+
+
+def test_begin_defers_the_start(placed):
+    """sbatch --begin=now+3: the job waits (Reason BeginTime) and starts no earlier."""
+    c = placed
+    submitted = time.time()
+    job = c.submit("--begin", "now+3", "--wrap", "true")
+    assert c.show(job)["reason"] in ("None", "BeginTime")
+    wait_until(lambda: c.show(job)["reason"] == "BeginTime", timeout=5, message="Reason BeginTime")
+    done = c.wait(job)
+    assert done["state"] == "COMPLETED" and done["started_at"] >= submitted + 3 - 0.01
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["-p", "nope"], "partition 'nope' does not exist; partitions: main, debug, solo"),
+    (["--gres", "gpu:1"], "--gres=gpu:1: no node in partition 'main' has GPUs (the most on one node: 0)"),
+    (["--mem", "1024T"], "--mem=1024T is more than any node in partition 'main' has"),
+    (["-p", "debug", "-N", "3"], "job needs 3 nodes; partition 'debug' has 2"),
+])
+def test_what_no_node_could_hold_is_refused_at_submit(placed, argv, line):
+    """One line, exit non-zero, nothing recorded."""
+    before = placed.queue()
+    refused = placed.cli("submit", *argv, "--wrap", "true", check=False)
+    assert refused.returncode != 0 and line in refused.stderr, refused.stderr
+    assert placed.queue() == before
+
+
+def test_a_no_requeue_job_ends_node_fail_for_good(placed):
+    """sbatch --no-requeue: "never be requeued under any circumstances" -- a node failure
+    ends it NODE_FAIL, the node comes back, the job stays; scontrol requeue is refused."""
+    c = placed
+    job = c.submit("--no-requeue", "-p", "solo", "--wrap", "sleep 60")
+    wait_until(lambda: c.show(job)["state"] == "RUNNING", timeout=30, message="the job running")
+    old_pid = LocalState(c.state_dir).pids()["master-node"]
+    kill_node(c, "master-node")
+    wait_until(lambda: c.show(job)["state"] == "NODE_FAIL", timeout=30, message="NODE_FAIL")
+    wait_until(lambda: LocalState(c.state_dir).pids()["master-node"] != old_pid
+               and {n["name"]: n["state"] for n in c.nodes()}["master-node"] == "idle",
+               timeout=60, message="master-node back")
+    # A job after it runs on that node: the scheduler has passed with the node up, and the
+    # --no-requeue job was not sent back to take it.
+    assert c.wait(c.submit("-p", "solo", "--wrap", "true"))["state"] == "COMPLETED"
+    final = c.show(job)
+    assert (final["state"], final["attempts"], final["requeues"]) == ("NODE_FAIL", 1, 0)
+    refused = c.cli("scontrol", "requeue", job, check=False)
+    assert refused.returncode != 0 and "submitted with --no-requeue" in refused.stderr
