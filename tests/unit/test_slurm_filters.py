@@ -389,11 +389,12 @@ def test_cancel_ids_and_filters_are_anded():
     (["history", "-s", "XX"], "invalid job state 'XX' for --state"),
     (["cancel", "-t", "COMPLETED"], "invalid job state 'COMPLETED' for --state"),
     (["cancel"], "no job identification provided"),
-    (["cancel", "--signal", "USR1", "5"], "--signal USR1 is not supported yet"),
-    (["cancel", "-s", "KILL", "-u", "bob"], "--signal KILL is not supported yet"),
+    (["cancel", "--signal", "FOO", "5"], "invalid signal 'FOO' for --signal"),
+    (["cancel", "-b", "5"], "-b/--batch and -f/--full choose whom --signal reaches"),
 ])
 def test_cli_refuses_bad_input_in_one_line(argv, words, capsys, monkeypatch):
-    """squeue(1)/sacct(1)/scancel(1) options; scancel(1) -s, --signal is refused (not yet)."""
+    """squeue(1)/sacct(1)/scancel(1) options; scancel(1) -s, --signal takes a signal's name or
+    number, and -b/--batch, -f/--full only say whom it reaches."""
     monkeypatch.setenv("MINIHPC_REDIS_URL", "redis://127.0.0.1:1")  # never reached
     assert main(argv) == 1
     err = capsys.readouterr().err

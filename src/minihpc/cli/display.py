@@ -7,8 +7,11 @@ import json
 import time
 
 from minihpc.client.jobs import elapsed
+from minihpc.core import dependency as dependencies
+from minihpc.core.arrays import collapse_pending
 from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.outcome import format_exit
+from minihpc.core.partitions import Partitions
 from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
 from minihpc.core.slurm_formats import View
 
@@ -50,8 +53,10 @@ QUEUE_HEADERS = ["JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASO
 
 
 def queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
+    """One row a job, but one for an array's pending tasks that wait alike (``12_[4-15]``)."""
+    jobs, names = collapse_pending(jobs)
     return [
-        [str(j.id), j.name[:20], j.user[:10], j.state.code, format_duration(elapsed(j, now)),
+        [names.get(j.id, j.array_name), j.name[:20], j.user[:10], j.state.code, format_duration(elapsed(j, now)),
          str(len(j.nodes) or j.nodes_requested), _nodelist_or_reason(j)]
         for j in jobs
     ]
@@ -66,12 +71,30 @@ def by_start(jobs: list[Job], view: View) -> list[Job]:
     return sorted(jobs, key=lambda j: (start(j) is None, start(j) or 0.0))
 
 
+def show_lines(job: Job) -> list[str]:
+    """``show``'s lines for one job (an array task's with its ArrayJobId and ArrayTaskId)."""
+    rows = [
+        ("JobId", job.id), ("ArrayJobId", job.array_job_id), ("ArrayTaskId", job.array_task_id),
+        ("JobName", job.name), ("UserId", job.user), ("JobState", job.state.value),
+        ("Reason", job.reason), ("ExitCode", format_exit(job.exit_code, job.signal)),
+        ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", job.nodes_requested),
+        ("NtasksPerNode", job.tasks_per_node), ("NodeList", ",".join(job.nodes) or "(null)"),
+        ("TimeLimit", format_duration(job.time_limit)), ("Requeues", job.requeues),
+        ("Dependency", dependencies.to_text(job.dependency)),
+        ("SubmitTime", timestamp(job.submitted_at)), ("StartTime", timestamp(job.started_at)),
+        ("EndTime", timestamp(job.ended_at)), ("Command", " ".join([job.script_source, *job.args])),
+        ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"), ("WorkDir", job.workdir),
+    ]
+    return [f"{key:>14} = {value}" for key, value in rows
+            if key not in ("ArrayJobId", "ArrayTaskId") or value is not None]
+
+
 HISTORY_HEADERS = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]
 
 
 def history_rows(jobs: list[Job], now: float) -> list[list[str]]:
     return [
-        [str(j.id), j.name[:20], j.user[:10], j.state.value, format_exit(j.exit_code, j.signal),
+        [j.array_name, j.name[:20], j.user[:10], j.state.value, format_exit(j.exit_code, j.signal),
          format_elapsed(elapsed(j, now)), str(len(j.nodes) or j.nodes_requested),
          compress_hostlist(j.nodes) or "None assigned", str(j.attempts)]
         for j in jobs
@@ -84,13 +107,25 @@ def _nodelist_or_reason(job: Job) -> str:
     return compress_hostlist(job.nodes) if job.nodes else f"({job.reason})"
 
 
-def nodes_table(nodes: list[NodeStatus], now: float) -> str:
+def node_partitions(name: str, partitions: Partitions) -> str:
+    """sinfo's PARTITION for a node: its partitions, the default marked ``*`` (``main*,debug``)."""
+    return ",".join(p + ("*" if p == partitions.default else "") for p in partitions.of_node(name)) or "-"
+
+
+def gres(node: NodeStatus) -> str:
+    """sinfo's GRES: ``gpu:2``, or ``(null)`` for a node without GPUs."""
+    return f"gpu:{node.gpus}" if node.gpus else "(null)"
+
+
+def nodes_table(nodes: list[NodeStatus], now: float, partitions: Partitions | None = None) -> str:
+    partitions = partitions or Partitions()
     rows = [
-        [n.name, n.state.value, str(n.cpus), human_bytes(n.memory_bytes), str(n.job) if n.job is not None else "-",
+        [n.name, node_partitions(n.name, partitions), n.state.value, str(n.cpus), human_bytes(n.memory_bytes),
+         gres(n), str(n.job) if n.job is not None else "-",
          f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never"]
         for n in nodes
     ]
-    return render(["NODE", "STATE", "CPUS", "MEMORY", "JOB", "LAST-HEARTBEAT"], rows)
+    return render(["NODE", "PARTITION", "STATE", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"], rows)
 
 
 def incident_line(i: dict) -> str:

@@ -7,10 +7,13 @@ import pwd
 import time
 from dataclasses import dataclass, field
 
+from minihpc.client import arrays
 from minihpc.client.access import Principal, can_change, may_change
 from minihpc.core import dependency as dependencies
 from minihpc.core.errors import Conflict, Forbidden, MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import published_cpus
 from minihpc.core.scheduler import queue_order_key
 from minihpc.core.slurm_filters import JobFilter, in_window
 from minihpc.core.slurm_formats import expected_starts
@@ -63,6 +66,19 @@ def wait(store: Store, job_id: int, timeout: float | None = None, poll: float = 
         if deadline is not None and time.time() >= deadline:
             return job, False
         time.sleep(poll)
+
+
+def wait_all(store: Store, job_ids: list[int], timeout: float | None = None) -> tuple[Job, bool]:
+    """:func:`wait` for every job of ``job_ids`` (a job array's tasks) within one ``timeout``:
+    (the first that did not complete, else the last; whether they all ended)."""
+    deadline = None if timeout is None else time.time() + timeout
+    ended_jobs = []
+    for job_id in job_ids:
+        job, ended = wait(store, job_id, None if deadline is None else max(0.0, deadline - time.time()))
+        if not ended:
+            return job, False
+        ended_jobs.append(job)
+    return next((j for j in ended_jobs if j.state is not JobState.COMPLETED), ended_jobs[-1]), True
 
 
 def cancel(store: Store, job_id: int, who: Principal) -> None:
@@ -131,11 +147,14 @@ def purge(store: Store, older_than: float, who: Principal, now: float | None = N
 
 
 def waiting_on(store: Store) -> dict[int, list[int]]:
-    """For each job a pending job depends on, the ids of the pending jobs waiting for it."""
+    """For each job a pending job depends on (each task of an array it names), the ids of the
+    pending jobs waiting for it."""
     waiting: dict[int, list[int]] = {}
-    for pending in store.pending_jobs():
-        for job_id in dependencies.job_ids(pending.dependency):
-            waiting.setdefault(job_id, []).append(pending.id)
+    pending = store.pending_jobs()
+    covers = store.expand_refs({r for job in pending for r in dependencies.refs(job.dependency)})
+    for job in pending:
+        for job_id in dict.fromkeys(i for r in dependencies.refs(job.dependency) for i in covers[r]):
+            waiting.setdefault(job_id, []).append(job.id)
     return {job_id: sorted(ids) for job_id, ids in waiting.items()}
 
 
@@ -180,6 +199,7 @@ def queue_jobs(store: Store, flt: JobFilter) -> list[Job]:
     """What squeue shows for ``flt``: running jobs, pending ones in start order, then -- when
     its states allow ended ones -- the QUEUE_ENDED most recently ended (or, for job ids, those
     jobs however long ago they ended)."""
+    flt = arrays.resolve_filter(store, flt)
     jobs = queue(store, include_ended=flt.wants_ended() and flt.ids is None)
     if flt.ids is not None and flt.wants_ended():
         seen = {j.id for j in jobs}
@@ -190,8 +210,10 @@ def queue_jobs(store: Store, flt: JobFilter) -> list[Job]:
 def pending_starts(store: Store, now: float | None = None) -> dict[int, float | None]:
     """Each pending job's expected start by the master's backfill plan (None: none promised)."""
     pending = store.pending_jobs()
-    deps = store.job_states({d for job in pending for d in dependencies.job_ids(job.dependency)})
-    return expected_starts(pending, store.node_statuses(), store.running_jobs(), deps, now or time.time())
+    deps = store.dependency_states({d for job in pending for d in dependencies.refs(job.dependency)})
+    cluster = store.cluster_info()
+    return expected_starts(pending, store.node_statuses(), store.running_jobs(), deps, now or time.time(),
+                           Partitions.from_record(cluster), published_cpus(cluster))
 
 
 def history(store: Store, flt: JobFilter, start: float | None = None, end: float | None = None,
@@ -199,6 +221,7 @@ def history(store: Store, flt: JobFilter, start: float | None = None, end: float
     """What sacct shows for ``flt`` and the window ``start``..``end`` (see
     slurm_filters.in_window), at most ``limit``: jobs named by id in any state; otherwise
     ended jobs newest first, after the running and pending ones when the states name them."""
+    flt = arrays.resolve_filter(store, flt)
     if flt.ids is not None:
         jobs = store.get_jobs(sorted(flt.ids))
     else:
@@ -224,10 +247,11 @@ def require_selection(ids_given: bool, flt: JobFilter) -> None:
         raise UsageError("no job identification provided: give job ids, or --name, --state or --user")
 
 
-def cancel_matching(store: Store, ids: list[int], flt: JobFilter, who: Principal) -> CancelReport:
+def cancel_matching(store: Store, ids: list[int], flt: JobFilter, who: Principal, act=None) -> CancelReport:
     """scancel: with ids, each id that is pending or running and matches the filters (an id
     that does not exist or has ended is an error, one the filters pass over is left alone);
-    without, every pending or running job the filters match that ``who`` may cancel."""
+    without, every pending or running job the filters match that ``who`` may cancel. ``act``
+    (store, job_id, who) does instead of :func:`cancel` (``scancel --signal``: client.signals)."""
     require_selection(bool(ids), flt)
     report = CancelReport()
     if ids:
@@ -248,7 +272,7 @@ def cancel_matching(store: Store, ids: list[int], flt: JobFilter, who: Principal
         targets = [j.id for j in matched if j.id not in report.not_yours]
     for job_id in targets:
         try:
-            cancel(store, job_id, who)
+            (act or cancel)(store, job_id, who)
         except MinihpcError as exc:
             report.errors.append((job_id, exc))
         else:

@@ -18,17 +18,23 @@ singleton              "after any previously launched jobs sharing the same job 
                        of that name and user is RUNNING, and none submitted earlier (a lower
                        id) is still PENDING. Never unsatisfiable.
 
+On a job array (``sbatch --array``): ``afterok:A`` names the whole array A -- every task, its
+state seen as :func:`minihpc.core.arrays.array_state` gives it (afterok: all completed;
+afternotok: all ended, one not completed; after: none pending) -- and ``afterok:A_3`` the one
+task of index 3, as in Slurm.
+
 Refused with one line: ``?`` (any of), ``after``'s ``+time`` delay, and the kinds minihpc has no
 use for (aftercorr, afterburstbuffer, expand). A job that names a job with no record can never
 run (``DependencyNeverSatisfied``; the master cancels it, as Slurm with kill_invalid_depend).
 
 Stored form (``Job.dependency``, a JSON list in the job's hash): one string per term and job,
-``"afternotok:12"`` or ``"singleton"``. Records written before the other kinds existed hold
+``"afternotok:12"``, ``"afterok:12_3"`` (an array task) or ``"singleton"``. Records written before the other kinds existed hold
 plain ints, which mean ``afterok``; both forms are read everywhere, so no record is rewritten.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -40,24 +46,33 @@ KINDS = (AFTER, AFTERANY, AFTEROK, AFTERNOTOK)
 """The kinds that name jobs, as sbatch spells them."""
 
 UNSUPPORTED = ("aftercorr", "afterburstbuffer", "expand")
-"""Kinds sbatch knows that minihpc refuses (no job arrays, burst buffers or job expansion)."""
+"""Kinds sbatch knows that minihpc refuses (task-by-task array dependencies, burst buffers, job
+expansion)."""
 
 WAITING = "Dependency"
 NEVER = "DependencyNeverSatisfied"
 """The reasons :func:`status` gives, as Slurm names them."""
 
-_FORMS = "after, afterany, afterok or afternotok:ID[:ID...], or singleton"
+_FORMS = "after, afterany, afterok or afternotok:ID[:ID...] (an ID may be an array task, ID_INDEX), or singleton"
 
 
 @dataclass(frozen=True)
 class Term:
-    """One condition: ``kind`` on job ``job`` (None for singleton)."""
+    """One condition: ``kind`` on job ``job`` (None for singleton) -- on the whole array when
+    ``job`` is an array's id -- or on its task of index ``task``."""
 
     kind: str
     job: int | None = None
+    task: int | None = None
+
+    @property
+    def key(self) -> int | str | None:
+        """What the term names, as :func:`status`'s ``states`` holds it: the job id, or
+        ``"A_i"`` for an array task."""
+        return self.job if self.task is None else f"{self.job}_{self.task}"
 
     def stored(self) -> str:
-        return self.kind if self.job is None else f"{self.kind}:{self.job}"
+        return self.kind if self.job is None else f"{self.kind}:{self.key}"
 
 
 def parse(text: str) -> list[str]:
@@ -89,9 +104,18 @@ def _parse_term(term: str, text: str) -> list[Term]:
     parts = rest.split(":") if rest else []
     if kind == AFTER and any("+" in p for p in parts):
         raise UsageError(f"invalid dependency {text!r}: after's +time delay is not supported")
-    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise UsageError(f"invalid dependency {text!r}: {kind} needs job ids, {kind}:ID[:ID...]")
-    return [Term(kind, int(p)) for p in parts]
+    if not parts or not all(_ID.fullmatch(p) and int(p.partition("_")[0]) > 0 for p in parts):
+        raise UsageError(f"invalid dependency {text!r}: {kind} needs job ids, {kind}:ID[:ID...] "
+                         "(an array task as ID_INDEX)")
+    return [_term(kind, p) for p in parts]
+
+
+_ID = re.compile(r"\d+(?:_\d+)?")
+
+
+def _term(kind: str, ref: str) -> Term:
+    job, _, task = ref.partition("_")
+    return Term(kind, int(job), int(task) if task else None)
 
 
 def terms(stored: Iterable[int | str]) -> list[Term]:
@@ -101,14 +125,19 @@ def terms(stored: Iterable[int | str]) -> list[Term]:
         if isinstance(item, int):
             out.append(Term(AFTEROK, item))
             continue
-        kind, _, job = str(item).partition(":")
-        out.append(Term(kind, int(job) if job else None))
+        kind, _, ref = str(item).partition(":")
+        out.append(_term(kind, ref) if ref else Term(kind))
     return out
 
 
 def job_ids(stored: Iterable[int | str]) -> list[int]:
-    """The jobs a dependency names, in order (singleton names none)."""
+    """The jobs a dependency names, in order (singleton names none; an array task, its array)."""
     return [t.job for t in terms(stored) if t.job is not None]
+
+
+def refs(stored: Iterable[int | str]) -> list[int | str]:
+    """What :func:`status` needs the states of: each term's :attr:`Term.key`, in order."""
+    return [t.key for t in terms(stored) if t.job is not None]
 
 
 def to_text(stored: Iterable[int | str]) -> str:
@@ -117,9 +146,9 @@ def to_text(stored: Iterable[int | str]) -> str:
     groups: list[tuple[str, list[str]]] = []
     for term in terms(stored):
         if groups and term.job is not None and groups[-1][0] == term.kind:
-            groups[-1][1].append(str(term.job))
+            groups[-1][1].append(str(term.key))
         else:
-            groups.append((term.kind, [] if term.job is None else [str(term.job)]))
+            groups.append((term.kind, [] if term.job is None else [str(term.key)]))
     return ",".join(":".join([kind, *ids]) for kind, ids in groups) or "(null)"
 
 
@@ -150,16 +179,17 @@ def singleton_blocker(job: Job, others: Iterable[Job]) -> Job | None:
     return None
 
 
-def status(job: Job, states: dict[int, JobState | None], others: Iterable[Job] = ()) -> str | None:
+def status(job: Job, states: dict[int | str, JobState | None], others: Iterable[Job] = ()) -> str | None:
     """None when ``job`` may run; WAITING while some term may still hold; NEVER when one never
-    can. ``states`` holds the state of every job :func:`job_ids` names (None: no record);
+    can. ``states`` holds the state of everything :func:`refs` names (None: no record; an
+    array's id, the state of the whole array, see core.arrays.array_state);
     ``others`` the jobs a singleton term must look at (see :func:`singleton_blocker`)."""
     waiting = False
     for term in terms(job.dependency):
         if term.kind == SINGLETON:
             waiting = waiting or singleton_blocker(job, others) is not None
             continue
-        verdict = term_verdict(term.kind, states.get(term.job))
+        verdict = term_verdict(term.kind, states.get(term.key))
         if verdict == NEVER:
             return NEVER
         waiting = waiting or verdict == WAITING

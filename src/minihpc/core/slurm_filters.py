@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from minihpc.core.arrays import JobRef
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, JobState
 
@@ -80,12 +81,15 @@ def parse_job_ids(text: str, option: str = "--jobs") -> frozenset[int]:
 @dataclass(frozen=True)
 class JobFilter:
     """What a user asked to see or cancel; each part given narrows (Slurm ANDs them), a part
-    left None does not filter. ``names`` match whole names, case-sensitively (scancel's -n)."""
+    left None does not filter. ``names`` match whole names, case-sensitively (scancel's -n).
+    ``refs``: job ids as typed (``12``, ``12_3``, ``12_[1-3]``), which the client turns into
+    ``ids`` (an array's id stands for its tasks) before the filter matches anything."""
 
     ids: frozenset[int] | None = None
     users: frozenset[str] | None = None
     states: frozenset[JobState] | None = None
     names: frozenset[str] | None = None
+    refs: tuple[JobRef, ...] | None = None
 
     def matches(self, job: Job) -> bool:
         return ((self.ids is None or job.id in self.ids)
@@ -96,7 +100,8 @@ class JobFilter:
     @property
     def empty(self) -> bool:
         """True when nothing narrows: scancel refuses that ("No job identification provided")."""
-        return self.ids is None and self.users is None and self.states is None and self.names is None
+        return (self.ids is None and self.users is None and self.states is None and self.names is None
+                and self.refs is None)
 
     def wants_ended(self) -> bool:
         """Whether the filter can select an ended job (so ended jobs must be looked at)."""

@@ -17,14 +17,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from minihpc.core import dependency as dependencies
+from minihpc.core.arrays import collapse_pending
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Job, JobState, NodeStatus, Priority
 from minihpc.core.outcome import format_exit
 from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
-from minihpc.core.scheduler import INF, Profile, expected_end, plan, queue_order_key
+from minihpc.core.partitions import Partitions
+from minihpc.core.scheduler import plan
 from minihpc.core.slurm_filters import local_time
 
 PARTITION = "main"
@@ -51,16 +53,22 @@ class View:
 
     now: float
     starts: dict[int, float | None] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    """The id shown by a row that stands for several pending array tasks (``12_[4-15]``, see
+    core.arrays.collapse_pending), by the job id of the first of them."""
+
+
+def _array_index(job: Job, view: View) -> str:
+    """%K: the array index, the indexes of a collapsed row (``4-15%4``), N/A for no array."""
+    if job.id in view.names:
+        return view.names[job.id].partition("_[")[2].rstrip("]")
+    return "N/A" if job.array_task_id is None else str(job.array_task_id)
 
 
 def elapsed(job: Job, now: float) -> float:
     if job.started_at is None:
         return 0.0
     return (job.ended_at or now) - job.started_at
-
-
-def _limit(job: Job) -> float:
-    return INF if job.time_limit is None else job.time_limit
 
 
 def _start(job: Job, view: View) -> str:
@@ -93,8 +101,10 @@ def _reason_list(job: Job) -> str:
 
 
 SQUEUE_FIELDS: dict[str, tuple[str, Callable[[Job, View], str]]] = {
-    "i": ("JOBID", lambda j, v: str(j.id)),
+    "i": ("JOBID", lambda j, v: v.names.get(j.id, j.array_name)),
     "A": ("JOBID", lambda j, v: str(j.id)),
+    "F": ("ARRAY_JOB_ID", lambda j, v: str(j.id if j.array_job_id is None else j.array_job_id)),
+    "K": ("ARRAY_TASK_ID", _array_index),
     "j": ("NAME", lambda j, v: j.name),
     "u": ("USER", lambda j, v: j.user),
     "t": ("ST", lambda j, v: j.state.code),
@@ -116,7 +126,9 @@ SQUEUE_FIELDS: dict[str, tuple[str, Callable[[Job, View], str]]] = {
     "o": ("COMMAND", lambda j, v: " ".join([j.script_source, *j.args])),
     "E": ("DEPENDENCY", lambda j, v: dependencies.to_text(j.dependency)),
 }
-"""squeue's %-letters minihpc can fill: (header, value)."""
+"""squeue's %-letters minihpc can fill: (header, value). As squeue(1) has them for arrays: %i
+``<base_job_id>_<index>`` (a collapsed row's ``12_[4-15]``), %A the task's own job id, %F the
+array's id, %K the index."""
 
 _SQUEUE_TOKEN = re.compile(r"%%|%(?P<right>\.)?-?(?P<width>\d*)(?P<field>.?)", re.S)
 
@@ -162,6 +174,8 @@ def _squeue_cell(text: str, column: Column, cut: bool) -> str:
 
 def squeue_lines(prefix: str, columns: list[Column], jobs: list[Job], view: View,
                  header: bool = True) -> list[str]:
+    jobs, names = collapse_pending(jobs)  # an array's pending tasks: one row, as squeue shows them
+    view = replace(view, names=names)
     lines = []
     if header:
         lines.append(prefix + "".join(
@@ -186,7 +200,7 @@ SACCT_FIELDS: dict[str, tuple[int, Callable[[Job, float], str]]] = {
     "ElapsedRaw": (10, lambda j, now: str(int(elapsed(j, now)))),
     "End": (19, lambda j, now: local_time(j.ended_at)),
     "ExitCode": (8, lambda j, now: _exit(j)),
-    "JobID": (-12, lambda j, now: str(j.id)),
+    "JobID": (-12, lambda j, now: j.array_name),
     "JobIDRaw": (-12, lambda j, now: str(j.id)),
     "JobName": (10, lambda j, now: j.name),
     "NNodes": (8, lambda j, now: str(len(j.nodes) or j.nodes_requested)),
@@ -255,26 +269,14 @@ def sacct_lines(columns: list[Column], jobs: list[Job], now: float, header: bool
 
 
 def expected_starts(pending: list[Job], nodes: list[NodeStatus], running: list[Job],
-                    dependency_states: dict[int, JobState | None], now: float) -> dict[int, float | None]:
-    """When each pending job is expected to start, by the backfill plan the master follows:
-    :func:`scheduler.plan` decides which jobs start now (``now``) and which wait for nodes;
-    the nodes each waiting job is promised are replayed here, in the plan's order, to read
-    its start. None where no start can be promised: a dependency, a hold, more nodes than the
-    cluster has, or only jobs without a time limit ahead of it."""
-    decided = plan(pending, nodes, running, dependency_states, now)
-    starting = {job_id for job_id, _ in decided.starts}
-    waiting = {i for i, reason in decided.reasons.items() if reason in ("Resources", "Priority")}
-    idle = sum(1 for n in nodes if n.schedulable and n.job is None)
-    ends = {job.id: expected_end(job, now) for job in running}
-    profile = Profile(now, idle, [ends.get(n.job, now) for n in nodes if n.schedulable and n.job is not None])
-    out: dict[int, float | None] = {job.id: None for job in pending}
-    for job in sorted(pending, key=queue_order_key):
-        duration = _limit(job)
-        if job.id in starting:
-            out[job.id] = now
-            profile.reserve(now, job.nodes_requested, duration)
-        elif job.id in waiting:
-            start = profile.earliest(job.nodes_requested, duration)
-            out[job.id] = start
-            profile.reserve(now if start is None else start, job.nodes_requested, INF if start is None else duration)
+                    dependency_states: dict[int, JobState | None], now: float,
+                    partitions: Partitions | None = None, cpus_override: int = 0) -> dict[int, float | None]:
+    """When each pending job is expected to start, by the backfill plan the master follows
+    (:func:`scheduler.plan`, with the same partitions and CPU override): ``now`` for a job it
+    starts now, the start it promises a job waiting for nodes. None where no start can be
+    promised: a dependency, a hold, ``--begin`` or an array throttle, more nodes than its
+    eligible ones, or only jobs without a time limit ahead of it."""
+    decided = plan(pending, nodes, running, dependency_states, now, partitions, cpus_override)
+    out: dict[int, float | None] = {job.id: decided.promised.get(job.id) for job in pending}
+    out.update({job_id: now for job_id, _ in decided.starts})
     return out

@@ -16,6 +16,8 @@ from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
 from minihpc.core.outcome import held_failure
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import published_cpus
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
 from minihpc.master import retention
 from minihpc.master.dispatch import dispatcher
@@ -119,13 +121,15 @@ class Master:
         running = store.running_jobs()
         pending = store.pending_jobs()
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
-        deps = store.job_states({d for job in pending for d in dependency.job_ids(job.dependency)})
-        plan = scheduler.plan(pending, nodes, running, deps, now)
+        deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
+        cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
+        plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
+                              published_cpus(cluster))
         for job_id, reason in plan.cancels.items():
             if store.transition(job_id, JobState.CANCELLED, reason, only_from=[JobState.PENDING]):
                 log.info("job %s: CANCELLED (%s)", job_id, reason)
         if plan.starts:
-            dispatch = dispatcher(self.store, by_name, store.cluster_info())
+            dispatch = dispatcher(self.store, by_name, cluster)
             for job_id, chosen in plan.starts:
                 job = store.start(job_id, chosen, dispatch)
                 if job is not None:
@@ -153,7 +157,7 @@ class Master:
 
     def requeue_node_failures(self) -> None:
         """Every job a node failure ended goes back to the queue (front of its priority) while
-        it has requeues left; its ranks on the surviving nodes are torn down by their agents,
+        it has requeues left, unless submitted with --no-requeue; its ranks on the surviving nodes are torn down by their agents,
         which see the attempt is no longer running."""
         limit = self.settings.max_requeues
         for job in self.store.node_failed_jobs():
@@ -166,7 +170,8 @@ class Master:
                     log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
             else:
                 self.store.settle_node_failure(job.id)
-                log.warning("job %s: NODE_FAIL for good, %s requeues used", job.id, job.requeues)
+                why = "--no-requeue" if not job.requeue else f"{job.requeues} requeues used"
+                log.warning("job %s: NODE_FAIL for good (%s)", job.id, why)
 
     def pause(self) -> float:
         """How long to sleep until the next pass: the scheduler interval, or less when a node's

@@ -32,7 +32,8 @@ def forget_ended(store: Store, settings: Settings, now: float) -> float:
     keep_jobs, keep_days = settings.keep_ended_jobs, settings.keep_ended_days
     if keep_jobs == 0 and keep_days == 0:
         return now + PRUNE_INTERVAL
-    needed = {d for job in store.pending_jobs() for d in dependency.job_ids(job.dependency)}
+    refs = {r for job in store.pending_jobs() for r in dependency.refs(job.dependency)}
+    needed = {i for ids in store.expand_refs(refs).values() for i in ids}  # an array: its every task
     needed |= {job.id for job in store.node_failed_jobs()}
     oldest, total = store.oldest_ended(PRUNE_BATCH + len(needed))
     chosen = retention.to_forget(oldest, now, keep_jobs, keep_days, needed, total=total, limit=PRUNE_BATCH)

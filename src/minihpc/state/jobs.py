@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Iterable
 
+from minihpc.core.arrays import array_state
 from minihpc.core.errors import ClusterUnavailable, NotFound
 from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
@@ -38,13 +39,56 @@ class JobRecords:
     def next_job_id(self) -> int:
         return int(self.r.incr(keys.JOB_SEQ))
 
+    def reserve_job_ids(self, count: int) -> int:
+        """Reserve ``count`` ids in a row in one step (a job array's tasks); the first of them."""
+        return int(self.r.incrby(keys.JOB_SEQ, count)) - count + 1
+
     def add_job(self, job: Job) -> None:
+        self.add_jobs([job])
+
+    def add_jobs(self, jobs: list[Job]) -> None:
+        """Record new PENDING jobs in one transaction (an array's tasks all, or none), each
+        array task in its array's index too."""
         with self.r.pipeline() as pipe:
-            pipe.hset(keys.job(job.id), mapping=job.to_record())
-            pipe.sadd(keys.JOBS_PENDING, job.id)
-            pipe.rpush(keys.EVENTS, f"submit {job.id}")
-            publish(pipe, job_event(job.id, job.state.value))
+            for job in jobs:
+                pipe.hset(keys.job(job.id), mapping=job.to_record())
+                pipe.sadd(keys.JOBS_PENDING, job.id)
+                if job.array_job_id is not None:
+                    pipe.zadd(keys.array_tasks(job.array_job_id), {job.id: job.array_task_id})
+                publish(pipe, job_event(job.id, job.state.value))
+            pipe.rpush(keys.EVENTS, f"submit {jobs[0].id}" + (f" (+{len(jobs) - 1})" if len(jobs) > 1 else ""))
             pipe.execute()
+
+    def array_tasks(self, array_job_id: int) -> dict[int, int]:
+        """{array index: job id} of array ``array_job_id``'s tasks that have a record, in index
+        order; empty when it is no array (or all its tasks were forgotten)."""
+        pairs = self.r.zrange(keys.array_tasks(array_job_id), 0, -1, withscores=True)
+        return {int(score): int(job_id) for job_id, score in pairs}
+
+    def expand_refs(self, refs: Iterable[int | str]) -> dict[int | str, list[int]]:
+        """The job ids each ref (core.dependency.refs) stands for: an array's id, every task of
+        it; any other id, that job; ``"A_i"``, array A's task i (none if it has no such task)."""
+        refs = list(dict.fromkeys(refs))
+        with self.r.pipeline(transaction=False) as pipe:
+            for ref in refs:
+                pipe.zrange(keys.array_tasks(str(ref).partition("_")[0]), 0, -1, withscores=True)
+            answers = pipe.execute()
+        out: dict[int | str, list[int]] = {}
+        for ref, pairs in zip(refs, answers):
+            tasks = {int(score): int(job_id) for job_id, score in pairs}
+            if isinstance(ref, str):
+                index = int(ref.partition("_")[2])
+                out[ref] = [tasks[index]] if index in tasks else []
+            else:
+                out[ref] = list(tasks.values()) or [ref]
+        return out
+
+    def dependency_states(self, refs: Iterable[int | str]) -> dict[int | str, JobState | None]:
+        """What core.dependency.status needs: the state of each ref; an array's, the state of
+        the whole array (core.arrays.array_state); None where nothing has a record."""
+        expanded = self.expand_refs(refs)
+        states = self.job_states({i for ids in expanded.values() for i in ids})
+        return {ref: array_state([states[i] for i in ids]) for ref, ids in expanded.items()}
 
     def get_job(self, job_id: int) -> Job:
         raw = self.r.hgetall(keys.job(job_id))
@@ -72,6 +116,11 @@ class JobRecords:
         """Whether the job is RUNNING its attempt ``attempt`` (a node's launch task checks)."""
         state, attempts = self.r.hmget(keys.job(job_id), "state", "attempts")
         return text(state) == JobState.RUNNING.value and int(attempts) == attempt
+
+    def run_limit(self, job_id: int) -> tuple[float | None, float | None]:
+        """(started_at, time_limit) of the job as the record says now (``scontrol update
+        TimeLimit=`` changes it while the job runs); None for a field unset or unreadable."""
+        return tuple(_opt_float(v) for v in self.r.hmget(keys.job(job_id), "started_at", "time_limit"))
 
     def attempt_starts(self, job_id: int) -> dict[int, float]:
         """{attempt: when it began} for each attempt the job has started; a field that does not
@@ -168,6 +217,8 @@ class JobRecords:
         with self.r.pipeline() as pipe:
             pipe.delete(*_record_keys(job.id), *[keys.job_results(job.id, a) for a in range(1, job.attempts + 1)])
             pipe.zrem(keys.JOBS_ENDED, job.id)
+            if job.array_job_id is not None:
+                pipe.zrem(keys.array_tasks(job.array_job_id), job.id)
             pipe.execute()
 
     def ended_before(self, when: float) -> list[int]:
@@ -192,13 +243,15 @@ class JobRecords:
         are the caller's."""
 
         def body(pipe):
-            state, attempts = (text(v) for v in pipe.hmget(keys.job(job_id), "state", "attempts"))
+            state, attempts, array = (text(v) for v in pipe.hmget(keys.job(job_id), "state", "attempts", "array_job_id"))
             if state in (JobState.PENDING.value, JobState.RUNNING.value):
                 return False
             results = range(1, int(attempts) + 1) if (attempts or "").isdigit() else ()
             pipe.multi()
             pipe.delete(*_record_keys(job_id), *[keys.job_results(job_id, a) for a in results])
             pipe.zrem(keys.JOBS_ENDED, job_id)
+            if array:
+                pipe.zrem(keys.array_tasks(array), job_id)
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)
@@ -215,3 +268,10 @@ def _set_for(state: JobState | None) -> str | None:
     if state is None:
         return None
     return "pending" if state is JobState.PENDING else "active" if state is JobState.RUNNING else "ended"
+
+
+def _opt_float(value) -> float | None:
+    try:
+        return float(text(value)) if value else None
+    except ValueError:
+        return None

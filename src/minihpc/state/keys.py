@@ -6,10 +6,17 @@ names, which rq prefixes itself (``rq:queue:<name>``).
 """
 
 CLUSTER = "minihpc:cluster"
-"""Hash: cluster-wide settings the CLI needs (spool_dir, log_dir, checkpoint_dir, created_at)."""
+"""Hash: cluster-wide settings the CLI needs (spool_dir, log_dir, checkpoint_dir, created_at) and
+the limits every face and the scheduler share (max_tasks_per_node, partitions, default_partition)."""
 
 JOB_SEQ = "minihpc:jobs:seq"
-"""Counter: the last job id handed out (INCR gives the next, sequential from 1)."""
+"""Counter: the last job id handed out (INCR gives the next, sequential from 1; INCRBY N
+reserves N in a row, a job array's)."""
+
+ARRAY_TASKS = "minihpc:array:{0}:tasks"
+"""Sorted set: the job ids of job array {0}'s tasks ({0} is the array's id, its first task's),
+each scored by its array index; a task leaves it when its record is forgotten, and the key goes
+with the last one."""
 
 JOB = "minihpc:job:{0}"
 """Hash: one job record (see models.Job); {0} is the job id."""
@@ -49,7 +56,7 @@ NODES = "minihpc:nodes"
 """Set: names of every node that ever registered."""
 
 NODE = "minihpc:node:{0}"
-"""Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, ...)."""
+"""Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, gpus, ...)."""
 
 NODE_ALIVE = "minihpc:node:{0}:alive"
 """String with a TTL: present while node {0}'s agent heartbeats; its absence means DOWN."""
@@ -158,3 +165,7 @@ def job_inbox(job_id: int, attempt: int, node: str) -> str:
 
 def job_step_ends(job_id: int, attempt: int, step: int) -> str:
     return JOB_STEP_ENDS.format(job_id, attempt, step)
+
+
+def array_tasks(array_job_id: int) -> str:
+    return ARRAY_TASKS.format(array_job_id)

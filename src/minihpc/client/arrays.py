@@ -1,0 +1,113 @@
+"""Job arrays (``sbatch --array``) for every face: an array's tasks as job records, and job ids
+as users type them (``12``, ``12_3``, ``12_[1-3]``) resolved to the jobs they name.
+
+An array of N tasks takes N job ids in a row (one INCRBY): its first task's id is the array's
+id A, as in Slurm, and ``A`` alone names the whole array wherever a job id is typed (scancel,
+squeue -j, sacct -j, scontrol show job, --dependency). Each task has a spool directory of its
+own, hard links to the first task's read-only files, so forgetting one task never takes
+another's script or working tree."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from dataclasses import replace
+
+from minihpc.core.arrays import ArraySpec, JobRef, parse_job_ref
+from minihpc.core.errors import MinihpcError, NotFound
+from minihpc.core.models import Job
+from minihpc.core.slurm_filters import JobFilter
+from minihpc.machine import files
+from minihpc.state.store import Store
+
+
+def spool_tasks(first: Job, spec: ArraySpec, spool_root: str) -> list[Job]:
+    """The array's task records: ``first`` (already spooled, in ``job-<first.id>``) as the
+    first index, and for each further index the next id, its spool directory a linked copy of
+    the first's (made durable here), its paths moved there."""
+    first_dir = os.path.join(spool_root, f"job-{first.id}")
+    tasks = []
+    for offset, index in enumerate(spec.indexes):
+        task_dir = os.path.join(spool_root, f"job-{first.id + offset}")
+        if offset:
+            shutil.copytree(first_dir, task_dir, copy_function=_link)
+            files.fsync_dir(task_dir)
+
+        def moved(path: str, task_dir=task_dir) -> str:
+            inside = path == first_dir or path.startswith(first_dir + os.sep)
+            return task_dir + path[len(first_dir):] if inside else path
+
+        tasks.append(replace(
+            first, id=first.id + offset, script=moved(first.script), script_source=moved(first.script_source),
+            workdir=moved(first.workdir), submit_dir=moved(first.submit_dir), array_job_id=first.id,
+            array_task_id=index, array_spec=spec.text, array_limit=spec.limit,
+        ))
+    if len(tasks) > 1:
+        files.fsync_dir(spool_root)
+    return tasks
+
+
+def _link(src: str, dst: str) -> None:
+    """A spooled file is read-only: a hard link is as good as a copy and costs no space."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def resolve(store: Store, refs: list[JobRef], live_only: bool = False) -> tuple[list[int], list[MinihpcError]]:
+    """The job ids ``refs`` name, in order without repeats, and an error for each ref that names
+    none: a plain id, that job -- or every task when it is an array's id (``live_only``: the
+    pending and running ones, as scancel reaches; the array's id itself when none is left, so
+    the caller reports it ended); ``A_i``, task i of array A."""
+    ids: dict[int, None] = {}
+    errors: list[MinihpcError] = []
+    for ref in refs:
+        tasks = store.array_tasks(ref.job)
+        if ref.tasks is None:
+            chosen = list(tasks.values()) or [ref.job]
+            if live_only and tasks:
+                chosen = [j.id for j in store.get_jobs(chosen) if not j.state.terminal] or [ref.job]
+        else:
+            chosen = [tasks[i] for i in ref.tasks if i in tasks]
+            if not chosen:
+                what = "is no job array" if not tasks else f"has no task {ref.tasks[0]}"
+                errors.append(NotFound(f"job {ref}: job {ref.job} {what}"))
+        ids.update(dict.fromkeys(chosen))
+    return list(ids), errors
+
+
+def named_jobs(store: Store, text: str) -> list[Job]:
+    """The jobs one typed id names (``show``, ``scontrol show job``, ``wait``): the job, an
+    array's tasks in index order, or one task. UsageError for a malformed id, NotFound for one
+    that names no job."""
+    ids, errors = resolve(store, [parse_job_ref(text)])
+    if errors:
+        raise errors[0]
+    jobs = store.get_jobs(ids)
+    if not jobs:
+        raise NotFound(f"job {text} does not exist")
+    return jobs
+
+
+def one_job(store: Store, text: str) -> int:
+    """The id of the one job ``text`` names (``logs``): a job's, or an array task's (``12_3``);
+    a whole array's id names its first task, whose id it is."""
+    ref = parse_job_ref(text)
+    if ref.tasks is None:
+        return ref.job
+    ids, errors = resolve(store, [ref])
+    if errors:
+        raise errors[0]
+    return ids[0]
+
+
+def resolve_filter(store: Store, flt: JobFilter) -> JobFilter:
+    """``flt`` with the job ids it was typed with (``refs``) turned into the jobs they name
+    (squeue -j, sacct -j); a ref that names none selects nothing, as before."""
+    if flt.refs is None:
+        return flt
+    ids, _ = resolve(store, list(flt.refs))
+    named = frozenset(ids) if flt.ids is None else flt.ids & frozenset(ids)
+    return dataclasses.replace(flt, ids=named, refs=None)
