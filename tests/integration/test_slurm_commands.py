@@ -65,7 +65,7 @@ def test_queue_filters_formats_and_expected_starts(idle_cluster, tmp_path):
 
 def test_cancel_by_name_state_and_user(idle_cluster, tmp_path):
     """scancel(1) -n, --name=job_name; -t, --state=job_state_name; -u, --user=user_name: ANDed
-    with each other and with the ids; only jobs the caller may cancel; -s, --signal refused."""
+    with each other and with the ids; only jobs the caller may cancel; -s, --signal of a pending job refused (it has no processes)."""
     c, gate = idle_cluster, tmp_path / "open"
     blocker = c.submit("-N", 3, "-J", "blocker", JOBS / "gate.py", gate)
     wait_until(lambda: c.show(blocker)["state"] == "RUNNING", timeout=30, message="blocker running")
@@ -84,10 +84,10 @@ def test_cancel_by_name_state_and_user(idle_cluster, tmp_path):
     assert c.show(second)["state"] == "PENDING"
 
     assert c.cli("cancel", "-t", "R", "-n", "nomatch", blocker).stdout == ""  # ids AND filters
-    refused = c.cli("cancel", "--signal", "USR1", blocker, check=False)
-    assert refused.returncode == 1 and refused.stderr.strip() == (
-        "minihpc cancel: error: --signal USR1 is not supported yet: cancel always ends the whole job")
-    assert c.show(blocker)["state"] == "RUNNING"
+    refused = c.cli("cancel", "--signal", "USR1", second, check=False)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert f"job {second} is pending execution" in refused.stderr
+    assert c.show(second)["state"] == "PENDING" and c.show(blocker)["state"] == "RUNNING"
 
     assert c.cli("cancel", "-t", "PD", "-u", me).stdout == f"Cancelled job {second}\n"
     assert c.cli("cancel", "--state", "RUNNING", "--user", me, blocker).stdout == f"Cancelled job {blocker}\n"

@@ -11,14 +11,16 @@ import sys
 import time
 
 from minihpc.cli.display import timestamp
-from minihpc.client import access, control, logs
+from minihpc.client import access, arrays, control, logs
 from minihpc.client import jobs as client_jobs
 from minihpc.client.session import open_store
 from minihpc.core import dependency as dependencies
+from minihpc.core.arrays import parse_job_ref, parse_job_refs
 from minihpc.core.config import Settings
 from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import format_exit
+from minihpc.core.output_names import Names, shown
 from minihpc.core.parsing import compress_hostlist, format_elapsed
 
 SHOW_ENTITIES = ("job", "jobs", "hostnames", "hostname", "hostlist")
@@ -40,19 +42,29 @@ def cmd_show(args, settings: Settings) -> int:
         return 0
     if len(args.args) > 1:
         raise UsageError("show job takes one job id")
-    job_id = client_jobs.parse_job_id(args.args[0]) if args.args else None
+    if args.args:
+        parse_job_ref(args.args[0])  # a malformed id is refused before the cluster is asked
     store = open_store(settings)
-    jobs = [control.job(store, job_id)] if job_id else client_jobs.queue(store, include_ended=True)
+    # an array's id shows every task, as scontrol does; 12_3 one task
+    jobs = arrays.named_jobs(store, args.args[0]) if args.args else client_jobs.queue(store, include_ended=True)
     now = time.time()
     for job in jobs:
-        lines = job_lines(job, now, str(logs.log_dir(store, job.id) / "%N.log"))  # a log per node
+        lines = job_lines(job, now, *_files(job, str(logs.log_dir(store, job.id))))
         print(" ".join(lines) if args.oneliner else f"\n{INDENT}".join(lines))
         if not args.oneliner:
             print()
     return 0
 
 
-def job_lines(job: Job, now: float, stdout: str) -> list[str]:
+def _files(job: Job, log_dir: str) -> tuple[str, str]:
+    """StdOut and StdErr: the ``-o``/``-e`` files of the batch script, else a log per node."""
+    names = Names(job.id, job.name, job.user, job.nodes[0] if job.nodes else "%N",
+                  array_job_id=job.array_job_id, array_task_id=job.array_task_id)
+    stdout = shown(job.output, log_dir, names) if job.output else f"{log_dir}/%N.log"
+    return stdout, shown(job.error, log_dir, names) if job.error else stdout
+
+
+def job_lines(job: Job, now: float, stdout: str, stderr: str | None = None) -> list[str]:
     """The job in scontrol's ``Key=Value`` layout, one list item per output line."""
     pending = job.state is JobState.PENDING
     end = job.ended_at
@@ -60,7 +72,8 @@ def job_lines(job: Job, now: float, stdout: str) -> list[str]:
         end = job.started_at + job.time_limit  # as Slurm: when its limit ends it
     dependency = dependencies.to_text(job.dependency)
     rows = [
-        [("JobId", job.id), ("JobName", job.name)],
+        [("JobId", job.id), *([] if job.array_job_id is None else [
+            ("ArrayJobId", job.array_job_id), ("ArrayTaskId", job.array_task_id)]), ("JobName", job.name)],
         [("UserId", user_id(job.user))],
         [("Priority", job.priority.value)],
         [("JobState", job.state.value), ("Reason", job.reason), ("Dependency", dependency)],
@@ -75,7 +88,7 @@ def job_lines(job: Job, now: float, stdout: str) -> list[str]:
          ("NtasksPerN:B:S:C", f"{job.tasks_per_node}:0:*:*")],
         [("Command", " ".join([job.script_source, *job.args]))],
         [("WorkDir", job.workdir)],
-        [("StdErr", stdout)],
+        [("StdErr", stderr or stdout)],
         [("StdOut", stdout)],
     ]
     return [" ".join(f"{key}={value}" for key, value in row) for row in rows]
@@ -97,16 +110,20 @@ def user_id(user: str) -> str:
 
 def cmd_change(args, settings: Settings) -> int:
     """hold / release / requeue / requeuehold, each job on its own: one line per failure."""
-    ids = control.parse_job_list(args.ids)
+    refs = [r for text in args.ids for r in parse_job_refs(text, "")]  # 12, 12_3, 12_[1-3]
     store = open_store(settings)
     who = access.for_cli(store)
+    # an array's id: each task (hold and release: those still pending or running)
+    ids, unknown = arrays.resolve(store, refs, live_only=args.action in ("hold", "release"))
     change = {
         "hold": control.hold,
         "release": control.release,
         "requeue": control.requeue,
         "requeuehold": lambda s, j, w: control.requeue(s, j, w, hold=True),
     }[args.action]
-    failures = 0
+    failures = len(unknown)
+    for exc in unknown:
+        print(f"minihpc scontrol {args.action}: error: {exc}", file=sys.stderr)
     for job_id in ids:
         try:
             change(store, job_id, who)

@@ -3,6 +3,7 @@ pure functions: the node that opens the file knows the values (its name, the tas
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -65,3 +66,21 @@ def expand(pattern: str, names: Names) -> str:
         return value.zfill(width) if value.isdigit() else value
 
     return _PATTERN.sub(one, pattern)
+
+
+OUTPUT_DIR = "output"
+"""The folder of a job's log directory where relative ``-o``/``-e`` names go."""
+
+
+def output_dir(log_path: str) -> str:
+    """Where a job whose node log is ``log_path`` writes relative ``-o``/``-e`` files: a folder
+    of its own (the agent hands it to the job's user; the node logs beside it stay the agent's,
+    so no link the job plants there can redirect the agent's writes)."""
+    return os.path.join(os.path.dirname(log_path), OUTPUT_DIR)
+
+
+def shown(pattern: str, log_dir: str, names: Names) -> str:
+    """``scontrol show job``'s StdOut/StdErr for a ``-o``/``-e`` pattern: the batch script's file
+    (a relative name in the job's output directory under ``log_dir``, the job's log folder)."""
+    name = expand(pattern, names)
+    return name if os.path.isabs(name) else os.path.join(log_dir, OUTPUT_DIR, name)

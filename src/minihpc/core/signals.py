@@ -50,3 +50,11 @@ def parse_warn_signal(text: str) -> WarnSignal:
     if seconds > MAX_WARN_SECONDS:
         raise UsageError(f"invalid --signal {text!r}: at most {MAX_WARN_SECONDS} seconds")
     return WarnSignal(parse_signal(m["sig"]), seconds, "B" in (m["flags"] or "").upper())
+
+
+def warn_at(warn: WarnSignal, started_at: float | None, time_limit: float | None) -> float | None:
+    """When ``--signal``'s SIG is due: SECS before the job's end by its time limit (its start
+    plus TimeLimit, which ``scontrol update`` may change meanwhile); None without a limit."""
+    if started_at is None or time_limit is None:
+        return None
+    return started_at + time_limit - warn.seconds

@@ -16,17 +16,20 @@ import subprocess
 import threading
 from collections.abc import Callable
 
+import psutil
+
 from minihpc.core.batch import batch_argv, batch_env
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LaunchSpec, job_env
 from minihpc.core.outcome import NodeResult, from_returncode
 from minihpc.machine.processes import teardown
-from minihpc.node import identity, jobdir, joblog
+from minihpc.node import identity, job_output, jobdir, joblog
+from minihpc.node.job_signals import JobSignals
 from minihpc.node.stepserver import StepServer
 from minihpc.node.steprunner import JOB_BIN, StepRunner
 from minihpc.job.srun import SOCKET_ENV
 from minihpc.state.connect import REDIS_ERRORS, retrying
-from minihpc.state.steps import END
+from minihpc.state.steps import END, SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,10 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
             server = StepServer(spec, store, private, who, settings.poll_interval)
             server.start()
             script = _start_script(spec, private, relay, who)
-        stopped = _loop(spec, store, settings, runner, script, stop_reason)
+        signals = JobSignals(spec, store, lambda line: joblog.note(
+            out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {line} ===\n"),
+            tasks=runner.processes, shell=lambda: _alive(script))
+        stopped = _loop(spec, store, settings, runner, script, stop_reason, signals)
         if script is not None and spec.nnodes > 1:
             retrying(store.send, spec.job_id, spec.attempt, {n: {"kind": END} for n in spec.nodes[1:]},
                      what=f"job {spec.job_id} end", deadline=30.0)
@@ -85,8 +91,10 @@ def _start_script(spec: LaunchSpec, private: jobdir.JobDir, relay: joblog.Relay,
     env[SOCKET_ENV] = private.socket
     with open(spec.script, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
+    argv = batch_argv(text, spec.script, spec.args)
+    where = job_output.batch_script(spec)  # -o/-e: opened as the job's user
     proc = subprocess.Popen(
-        batch_argv(text, spec.script, spec.args), env=env, cwd=spec.workdir or None, stdout=relay.input,
+        where.wrap(argv) if where else argv, env=env, cwd=spec.workdir or None, stdout=relay.input,
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         **(who.popen_kwargs() if who else {}),
     )
@@ -100,10 +108,19 @@ def _login() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
+def _alive(script: subprocess.Popen | None) -> list[psutil.Process]:
+    """The batch shell, while it runs here (the first node)."""
+    try:
+        return [psutil.Process(script.pid)] if script is not None and script.poll() is None else []
+    except psutil.NoSuchProcess:
+        return []
+
+
 def _loop(spec: LaunchSpec, store, settings: Settings, runner: StepRunner, script: subprocess.Popen | None,
-          stop_reason: Callable[[], object | None]):
+          stop_reason: Callable[[], object | None], signals: JobSignals):
     """Until the script ends (first node), the first node says it did (the others), or the
-    share must stop (the reason, returned)."""
+    share must stop (the reason, returned). Signals for the job's processes are delivered on
+    the way (node.job_signals)."""
     while True:
         try:
             message = store.next_message(spec.job_id, spec.attempt, spec.node, settings.poll_interval)
@@ -111,9 +128,12 @@ def _loop(spec: LaunchSpec, store, settings: Settings, runner: StepRunner, scrip
             message = None
         if message is not None and message.get("kind") == END:
             return None
-        if message is not None:
+        if message is not None and message.get("kind") == SIGNAL:
+            signals.handle(message)
+        elif message is not None:
             runner.handle(message)
         runner.poll()
+        signals.warn_if_due()
         if script is not None and script.poll() is not None:
             return None
         reason = stop_reason()

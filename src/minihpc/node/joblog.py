@@ -18,6 +18,7 @@ import os
 import select
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 log = logging.getLogger(__name__)
 
@@ -202,3 +203,17 @@ def _enlarge(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     except (OSError, AttributeError):  # over the user's limit, or not Linux: the default will do
         pass
+
+
+def stamp() -> str:
+    """Now, as minihpc's own lines in a job's log date themselves."""
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def note(out, line: str) -> None:
+    """A line of minihpc's own in a job's log, if it can be written (a full disk must not
+    change the job's result)."""
+    try:
+        out.write(line.encode())
+    except (OSError, ValueError) as exc:  # ValueError: the log is already closed
+        log.warning("cannot write to a job log: %s", exc)

@@ -14,22 +14,18 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from enum import Enum
-
-import redis
 
 from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, script_changed, torchrun_args
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
-from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
 from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import teardown, terminate
-from minihpc.node import batch, identity, joblog
+from minihpc.node import batch, identity, job_output, job_signals, joblog, reports
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
@@ -70,81 +66,6 @@ def agree_port(store: Store, spec: LaunchSpec, poll: float) -> int | None:
             return port
         if not current_or_unknown(store, spec):
             return None
-
-
-def _stamp() -> str:
-    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-class _Progress:
-    """Forwards the ranks' progress files to Redis: the attempt's first report (once; its file
-    goes once sent), then the newest whenever it changed. Each record is checked first
-    (core.telemetry.check_record): a bad one is skipped, an unknown key dropped; the first
-    problem of the attempt is logged, and the count goes in the job's log at the end."""
-
-    def __init__(self, store: Store, spec: LaunchSpec, path: str):
-        self.store, self.spec = store, spec
-        self.path, self.first = path, progress.first_path(path)
-        self.forwarded: dict[str, bytes] = {}
-        self.bad = 0
-        self.first_problem: str | None = None
-
-    def forward(self) -> None:
-        for path in (self.first, self.path):
-            raw = _read_record(path)
-            if raw is None or self.forwarded.get(path) == raw:
-                continue
-            checked = check_record(raw, time.time())
-            if checked.problems:
-                self._complain(checked)
-            if checked.record is not None:
-                try:
-                    self.store.record_progress(self.spec.job_id, self.spec.attempt, self.spec.node, checked.record)
-                except redis.RedisError:  # best effort: a refused write never fails the job
-                    continue
-            self.forwarded[path] = raw
-            if path == self.first:
-                _unlink(self.first)
-
-    def _complain(self, checked: Checked) -> None:
-        self.bad += 1
-        if self.first_problem is not None:
-            return
-        what = "rejected" if checked.record is None else "kept without what is wrong"
-        self.first_problem = f"{'; '.join(checked.problems)} ({what})"
-        log.warning("job %s attempt %s on %s: malformed progress record: %s; later problems are only counted",
-                    self.spec.job_id, self.spec.attempt, self.spec.node, self.first_problem)
-
-    def summary(self) -> str:
-        """For the job's log: how many records were malformed, and the first problem."""
-        if not self.bad:
-            return ""
-        return f"; {self.bad} malformed progress record(s), the first: {self.first_problem}"
-
-    def remove(self) -> None:
-        for path in (self.path, self.first):
-            _unlink(path)
-
-
-def _read_record(path: str) -> bytes | None:
-    """A progress file's bytes (one more than a record may have, so a huge one is seen as such)."""
-    try:
-        with open(path, "rb", opener=_no_follow) as fh:
-            return fh.read(MAX_BYTES + 1)
-    except OSError:
-        return None
-
-
-def _no_follow(path: str, flags: int) -> int:
-    """Open a file a job wrote without following a link it may have put there instead."""
-    return os.open(path, flags | os.O_NOFOLLOW)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 class ShareFailed(Exception):
@@ -198,7 +119,7 @@ def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
     log.error("job %s attempt %s: %s", spec.job_id, spec.attempt, reason, exc_info=exc)
     try:
         with open(spec.log_path, "ab") as out:
-            out.write(f"=== {_stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
+            out.write(f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
     except OSError:
         pass
     try:
@@ -228,14 +149,20 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
     try:
         with _failing(f"cannot write the job log {spec.log_path}"):
             out.write(
-                f"=== {_stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
+                f"=== {joblog.stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
                 f"{spec.node_rank} of {spec.nnodes}, "
                 f"{'batch script' if spec.launch == BATCH else f'master {spec.master_addr}:{port}'}) ===\n".encode()
             )
+            if job_output.log_line(spec):  # -o/-e: the job's output is not in this log; say where it is
+                out.write(f"=== job {spec.job_id} on {spec.node}: {job_output.log_line(spec)} ===\n".encode())
         changed = script_changed(spec, files.sha256(spec.script))
         if changed:  # not what was submitted: it must not run (the job fails with why)
             raise ShareFailed(changed)
         who = identity.resolve(settings.job_user)
+        if spec.output or spec.error:
+            with _failing("cannot create the job's output directory"):
+                os.makedirs(job_output.output_dir(spec.log_path), exist_ok=True)
+                identity.give(job_output.output_dir(spec.log_path), who)
         if spec.checkpoint_dir:
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
@@ -247,7 +174,7 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
             problems = f"; {left} process(es) the job left running were killed" if left else ""
         else:
             result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who)
-        _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
+        joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
                    f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
         return result, stopped
@@ -263,43 +190,48 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     fd, result_file = tempfile.mkstemp(prefix=f"minihpc-{spec.job_id}-", suffix=".json")
     os.close(fd)
     os.unlink(result_file)
-    reports = _Progress(store, spec, result_file.replace(".json", ".progress"))
+    forwarder = reports.Progress(store, spec, result_file.replace(".json", ".progress"))
     env = job_env(spec, port, dict(os.environ))
     env["MINIHPC_RESULT_FILE"] = result_file
-    env[progress.ENV] = reports.path
+    env[progress.ENV] = forwarder.path
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     left = 0
     try:
         proc = _start(spec, port, env, relay, who)
+        signals = job_signals.JobSignals(spec, store, lambda line: _say(out, spec, line),
+                                         tasks=lambda: job_signals.descendants(proc.pid))
         try:
             with _failing("watching its ranks failed"):
-                stopped = _watch(proc, spec, store, settings, shutting_down, reports)
+                stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals)
                 returncode = proc.wait()
-                reports.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
+                forwarder.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
         finally:
             if proc.poll() is None:  # something broke while they ran: they must not outlive the share
                 log.warning("job %s attempt %s: tearing down on %s after a failure",
                             spec.job_id, spec.attempt, spec.node)
                 teardown([proc], settings.kill_wait)
                 proc.wait()
-                _unlink(result_file)
-            reports.remove()
+                reports.unlink(result_file)
+            forwarder.remove()
             left = _reap(spec, who, settings.kill_wait)
+            _forget_inbox(store, spec)
     finally:
         relay.join(settings.kill_wait + RELAY_WAIT)  # its last lines go before the notes that follow
         if left:
-            _note(out, f"=== {_stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
+            joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
                        f"running after its ranks ended were killed ===\n")
-    return _read_result(result_file, returncode), stopped, reports.summary()
+    return _read_result(result_file, returncode), stopped, forwarder.summary()
 
 
 def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay,
            who: identity.Identity | None) -> subprocess.Popen:
-    """torchrun, writing to the relay's pipe."""
+    """torchrun, writing to the relay's pipe, or to -o/-e's files (opened by the job's user)."""
+    argv = [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)]
+    where = job_output.for_launch(spec)
     try:
         with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
             proc = subprocess.Popen(
-                [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)], env=env,
+                where.wrap(argv) if where else argv, env=env,
                 cwd=spec.workdir or None, stdout=relay.input, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, **(who.popen_kwargs() if who else {}),
             )
@@ -322,30 +254,37 @@ def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> 
     return len(left)
 
 
-def _note(out, line: str) -> None:
-    """A line in the job's log, if it can be written (a full disk must not change the result)."""
-    try:
-        out.write(line.encode())
-    except OSError as exc:
-        log.warning("cannot write to a job log: %s", exc)
-
-
 def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Settings,
-           shutting_down: threading.Event, reports: _Progress) -> Stop | None:
-    """Poll the ranks, forwarding progress, until they end (None) or must stop (and are)."""
+           shutting_down: threading.Event, forwarder: reports.Progress,
+           signals: job_signals.JobSignals) -> Stop | None:
+    """Poll the ranks, forwarding progress and delivering signals, until they end (None) or
+    must stop (and are)."""
     while proc.poll() is None:
         try:
             proc.wait(timeout=settings.poll_interval)
             return None
         except subprocess.TimeoutExpired:
             pass
-        reports.forward()
+        forwarder.forward()
+        signals.poll()
         stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
             log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
             teardown([proc], settings.kill_wait)
             return stop
     return None
+
+
+def _say(out, spec: LaunchSpec, line: str) -> None:
+    joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {line} ===\n")
+
+
+def _forget_inbox(store: Store, spec: LaunchSpec) -> None:
+    """A torchrun share reads its inbox for ``scancel --signal`` only: what is left there goes."""
+    try:
+        store.forget_steps(spec.job_id, spec.attempt, [spec.node], 0)
+    except REDIS_ERRORS:
+        pass
 
 
 def _stop_reason(spec: LaunchSpec, store: Store, shutting_down: threading.Event) -> Stop | None:
@@ -359,7 +298,7 @@ def _read_result(path: str, returncode: int) -> NodeResult:
     """The launcher's own account of the first failing rank, else its return code (also when
     the file is not what the launcher writes: a job script may have written it)."""
     try:
-        with open(path, opener=_no_follow) as fh:
+        with open(path, opener=reports.no_follow) as fh:
             data = json.load(fh)
         os.unlink(path)
     except (OSError, ValueError):

@@ -3,7 +3,7 @@ each ended, kill a step's tasks when told (gang semantics: one task failed, or s
 
 Messages come from the node's inbox (state.steps); this class is the thin loop's state. Tasks
 run as the job's user, in sessions of their own, writing to the node's job log (the relay's
-pipe, capped like any job output).
+pipe, capped like any job output), or to sbatch's ``-o/-e`` files (node.job_output).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from minihpc.core.launch_spec import DAEMON_ONLY_ENV, LaunchSpec
 from minihpc.core.outcome import from_returncode
 from minihpc.core.steps import Layout, TaskEnd, task_env
 from minihpc.machine.processes import teardown
-from minihpc.node import identity
+from minihpc.node import identity, job_output
+from minihpc.node.job_signals import trees
 from minihpc.state.connect import retrying
 from minihpc.state.steps import KILL, START
 
@@ -57,9 +58,11 @@ class StepRunner:
         started = []
         for procid in lay.tasks[index]:
             env = self._env(message.get("env") or {}, lay, step, index, procid)
+            argv = [str(a) for a in message["argv"]]
+            where = job_output.task(self.spec, procid, step)  # -o/-e: opened as the job's user
             try:
                 proc = subprocess.Popen(
-                    [str(a) for a in message["argv"]], env=env, cwd=cwd, stdout=self.output,
+                    where.wrap(argv) if where else argv, env=env, cwd=cwd, stdout=self.output,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                     **(self.who.popen_kwargs() if self.who else {}),
                 )
@@ -97,6 +100,10 @@ class StepRunner:
                 self.running[step] = alive
             else:
                 del self.running[step]
+
+    def processes(self) -> list:
+        """Every process of every task running here, with what each started (psutil)."""
+        return trees([proc.pid for tasks in self.running.values() for _, proc in tasks if proc.poll() is None])
 
     def kill(self, step: int) -> None:
         """SIGTERM a step's tasks here, SIGKILL after the kill wait; their ends are then reported."""

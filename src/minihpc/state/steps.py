@@ -1,5 +1,6 @@
 """A batch job's steps in Redis: the messages that reach each node's share (start a step's
-tasks, kill a step, the batch script has ended) and the ends of the tasks, which srun waits on.
+tasks, kill a step, the batch script has ended, send a signal) and the ends of the tasks, which
+srun waits on.
 
 Each node's share of a batch job reads its own inbox (``keys.job_inbox``); srun's server on the
 first node writes every node's messages in one transaction, and reads the step's task ends
@@ -17,8 +18,19 @@ from minihpc.state.connect import BLOCK_MAX
 STEP_TTL = 86400
 """Seconds a step's messages and task ends outlive their last write."""
 
-START, KILL, END = "start", "kill", "end"
-"""What a message to a node's share says."""
+START, KILL, END, SIGNAL = "start", "kill", "end", "signal"
+"""What a message to a node's share says (SIGNAL: ``scancel --signal``, to a running job of
+either launch mode)."""
+
+STEPS, BATCH_SHELL, FULL = "steps", "batch", "full"
+"""Whom a SIGNAL message's signal is for (its ``scope``): every step's tasks (the default), the
+batch shell only (``scancel -b``, ``sbatch --signal=B:``), or both with the shell's children
+(``scancel -f``)."""
+
+
+def signal_message(sig: int, scope: str, by: str) -> dict:
+    """The message that asks a node's share to send ``sig`` to its processes in ``scope``."""
+    return {"kind": SIGNAL, "signal": int(sig), "scope": scope, "by": by}
 
 
 class Steps:
@@ -37,6 +49,12 @@ class Steps:
         if not got:
             return None
         message = json.loads(got[1])
+        return message if isinstance(message, dict) else None
+
+    def take_message(self, job_id: int, attempt: int, node: str) -> dict | None:
+        """The next message to ``node``'s share if one is there, without waiting."""
+        raw = self.r.lpop(keys.job_inbox(job_id, attempt, node))
+        message = json.loads(raw) if raw else None
         return message if isinstance(message, dict) else None
 
     def report_task_end(self, job_id: int, attempt: int, step: int, end: TaskEnd) -> None:
