@@ -57,11 +57,16 @@ token: ## An API token for the REST API and web page: make token [USER=name] [AD
 
 ##@ Jobs
 .PHONY: submit queue logs cancel history prepare-data validate-model
-submit: ## Submit a job: make submit JOB=jobs/hello.py [NODES=3] [PRIORITY=high] [ARGS='...'] (unset: the script's own #SBATCH/#MINIHPC lines)
-	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [NODES=n] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
+submit: ## Submit a job: make submit JOB=jobs/hello.py [TREE=dir JOB's folder to bring] [NODES=3] [PRIORITY=high] [ARGS='...'] (unset: the script's own #SBATCH/#MINIHPC lines)
+	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [TREE=dir] [NODES=n] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
 	@if [ ! -f "$(JOB)" ]; then echo "make submit: error: script '$(JOB)' does not exist" >&2; exit 2; fi
+	@if [ -n "$(TREE)" ] && [ ! -d "$(TREE)" ]; then echo "make submit: error: TREE '$(TREE)' is not a directory" >&2; exit 2; fi
 	$(NEED_COMPOSE)
+ifneq ($(TREE),)
+	@tar -C "$(TREE)" --exclude=.git --exclude=__pycache__ --exclude=.venv -czf - . | $(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --tree - "$$(realpath --relative-to="$(TREE)" "$(JOB)")" $(ARGS)
+else
 	@$(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
+endif
 
 queue: ## Pending and running jobs.
 	$(NEED_COMPOSE)

@@ -78,7 +78,11 @@ def test_fields_become_the_flags_submit_parses():
     assert options_argv({"script": "x", "nodes": 2, "time": "10:00", "name": "a", "priority": None}) == [
         "--nodes=2", "--time=10:00", "--job-name=a"]
     assert options_argv({"name": "-x"}) == ["--job-name=-x"], "a value that looks like a flag stays a value"
-    with pytest.raises(UsageError, match="unknown field 'mem'"):
-        options_argv({"mem": "4G"})
+    with pytest.raises(UsageError, match="unknown field 'account'"):
+        options_argv({"account": "a1"})
+    assert options_argv({"mem": "4G", "requeue": False, "array": "0-3%2"}) == [
+        "--mem=4G", "--no-requeue", "--array=0-3%2"]
+    with pytest.raises(UsageError, match="field 'requeue' must be true or false"):
+        options_argv({"requeue": "no"})
     with pytest.raises(UsageError, match="must be a number or a string"):
         options_argv({"nodes": [1]})

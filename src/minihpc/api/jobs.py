@@ -28,7 +28,10 @@ FIELDS = {
     "nodes": "--nodes", "ntasks": "--ntasks", "ntasks_per_node": "--ntasks-per-node",
     "tasks_per_node": "--ntasks-per-node", "priority": "--priority", "time": "--time",
     "time_limit": "--time", "job_name": "--job-name", "name": "--job-name",
-    "dependency": "--dependency", "progress_timeout": "--progress-timeout",
+    "dependency": "--dependency", "progress_timeout": "--progress-timeout", "launch": "--launch",
+    "cpus_per_task": "--cpus-per-task", "output": "--output", "error": "--error", "export": "--export",
+    "signal": "--signal", "begin": "--begin", "mem": "--mem", "gres": "--gres", "partition": "--partition",
+    "array": "--array",
 }
 """Submission fields and the sbatch option each stands for (a few have a second name)."""
 OTHER_FIELDS = {"script", "script_name", "args", "file"}
@@ -41,8 +44,13 @@ def options_argv(fields: dict) -> list[str]:
     for key, value in fields.items():
         if key in OTHER_FIELDS or value is None or value == "":
             continue
+        if key == "requeue":  # a flag pair, not a value
+            if not isinstance(value, bool):
+                raise UsageError(f"field 'requeue' must be true or false, got {value!r}")
+            argv.append("--requeue" if value else "--no-requeue")
+            continue
         if key not in FIELDS:
-            raise UsageError(f"unknown field {key!r}; expected script, script_name, args or one of "
+            raise UsageError(f"unknown field {key!r}; expected script, script_name, args, requeue or one of "
                              f"{', '.join(sorted(FIELDS))}")
         if isinstance(value, (dict, list, bool)):
             raise UsageError(f"field {key!r} must be a number or a string, got {type(value).__name__}")

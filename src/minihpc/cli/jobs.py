@@ -4,6 +4,7 @@ scontrol show job, scancel, sacct) -- thin over :mod:`minihpc.client`."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -17,25 +18,26 @@ from minihpc.cli.display import (
     print_json,
     queue_rows,
     render,
-    timestamp,
+    show_lines,
 )
-from minihpc.client import access
+from minihpc.client import access, arrays
 from minihpc.client import jobs as client_jobs
 from minihpc.client import options
+from minihpc.client import signals as client_signals
 from minihpc.client import logs
+from minihpc.client import tree
 from minihpc.client.session import open_store
 from minihpc.client.submit import STDIN, read_script, read_stdin, submit
-from minihpc.core import dependency as dependencies
+from minihpc.core.arrays import parse_job_ref, parse_job_refs
 from minihpc.core.batch import wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import JobState
 from minihpc.core.outcome import format_exit
-from minihpc.core.parsing import format_duration
+from minihpc.core.signals import parse_signal
 from minihpc.core.slurm_filters import (
     JobFilter,
     parse_cancel_state,
-    parse_job_ids,
     parse_slurm_time,
     parse_states,
     split_list,
@@ -59,6 +61,9 @@ def cmd_submit(args, settings: Settings) -> int:
         text = wrap_script(args.wrap)
     elif args.script is None:
         raise UsageError("submit needs a script (or - for standard input, or --wrap COMMAND)")
+    elif args.tree is not None:
+        working_tree = tree.read_archive(sys.stdin.buffer) if args.tree == STDIN else tree.pack(args.tree)
+        text = tree.read_member(working_tree, args.script)
     else:
         text = read_stdin(sys.stdin) if args.script == STDIN else read_script(args.script)
     header = options.parse_header(text)
@@ -66,6 +71,8 @@ def cmd_submit(args, settings: Settings) -> int:
         print(f"minihpc submit: warning: {warning}", file=sys.stderr)
     request = options.request(args, header, script=args.script, text=text, args=args.script_args,
                               script_name=args.script_name, env=dict(os.environ))
+    if args.tree is not None:
+        request.tree, request.script_name = working_tree, args.script
     store = open_store(settings)
     request.user = access.for_cli(store).user
     job = submit(store, request)
@@ -118,7 +125,7 @@ def queue_request(args) -> tuple[JobFilter, tuple[str, list] | None]:
     else:
         states = None if args.all else frozenset({JobState.PENDING, JobState.RUNNING})
     flt = JobFilter(
-        ids=parse_job_ids(args.jobs, "--jobs") if args.jobs is not None else None,
+        refs=tuple(parse_job_refs(args.jobs, "--jobs")) if args.jobs is not None else None,
         users=client_jobs.user_names(split_list(args.users, "--user")) if args.users is not None else None,
         states=states,
     )
@@ -127,62 +134,74 @@ def queue_request(args) -> tuple[JobFilter, tuple[str, list] | None]:
 
 
 def cmd_show(args, settings: Settings) -> int:
+    """One job; for an array's id, each of its tasks (JSON: a list of them)."""
     store = open_store(settings)
-    job = store.get_job(client_jobs.parse_job_id(args.job_id))
+    jobs = arrays.named_jobs(store, args.job_id)
     if args.json:
-        results = store.job_results(job.id, job.attempts) if job.attempts else {}
-        print_json(dict(job.to_json(), results={n: r.to_dict() for n, r in sorted(results.items())}))
+        shown = [dict(job.to_json(), results={n: r.to_dict() for n, r in sorted(
+            (store.job_results(job.id, job.attempts) if job.attempts else {}).items())}) for job in jobs]
+        print_json(shown[0] if len(shown) == 1 else shown)
         return 0
-    rows = [
-        ("JobId", job.id), ("JobName", job.name), ("UserId", job.user), ("JobState", job.state.value),
-        ("Reason", job.reason), ("ExitCode", format_exit(job.exit_code, job.signal)),
-        ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", job.nodes_requested),
-        ("NtasksPerNode", job.tasks_per_node), ("NodeList", ",".join(job.nodes) or "(null)"),
-        ("TimeLimit", format_duration(job.time_limit)), ("Requeues", job.requeues),
-        ("Dependency", dependencies.to_text(job.dependency)),
-        ("SubmitTime", timestamp(job.submitted_at)), ("StartTime", timestamp(job.started_at)),
-        ("EndTime", timestamp(job.ended_at)), ("Command", " ".join([job.script_source, *job.args])),
-        ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"), ("WorkDir", job.workdir),
-    ]
-    for key, value in rows:
-        print(f"{key:>14} = {value}")
+    for i, job in enumerate(jobs):
+        if i:
+            print()
+        print("\n".join(show_lines(job)))
     return 0
 
 
+def _signalling(args):
+    """``scancel -s SIG [-b|-f]``: (what to do to each job instead of cancelling it, or None)."""
+    if args.signal is None:
+        if args.batch or args.full:
+            raise UsageError("-b/--batch and -f/--full choose whom --signal reaches; give --signal too")
+        return None
+    sig, to = parse_signal(args.signal), client_signals.scope(args.batch, args.full)
+    return lambda store, job_id, who: client_signals.signal_job(store, job_id, who, sig, to)
+
+
 def cmd_cancel(args, settings: Settings) -> int:
-    if args.signal is not None:
-        raise UsageError(f"--signal {args.signal} is not supported yet: cancel always ends the whole job")
+    act = _signalling(args)
     flt = JobFilter(
         names=frozenset({args.name}) if args.name is not None else None,
         states=parse_cancel_state(args.state) if args.state is not None else None,
         users=client_jobs.user_names([args.user]) if args.user is not None else None,
     )
     client_jobs.require_selection(bool(args.job_ids), flt)
-    failures, ids = 0, []
+    failures, refs = 0, []
     for text in args.job_ids:
         try:
-            ids.append(client_jobs.parse_job_id(text))
+            refs.append(parse_job_ref(text))  # 12, an array task 12_3, or 12_[1-3]
         except MinihpcError as exc:
             print(f"minihpc cancel: error: {exc}", file=sys.stderr)
             failures += 1
-    if failures and not ids:
+    if failures and not refs:
         return 1
     store = open_store(settings)
-    report = client_jobs.cancel_matching(store, ids, flt, access.for_cli(store))
-    for job_id in report.cancelled:
-        print(f"Cancelled job {job_id}")
+    ids, unknown = arrays.resolve(store, refs, live_only=True)  # an array's id: its pending and running tasks
+    for exc in unknown:
+        print(f"minihpc cancel: error: {exc}", file=sys.stderr)
+    failures += len(unknown)
+    if unknown and not ids:
+        return 1
+    if act is not None and not ids:  # by filters, signal the running jobs they match: pending ones cannot be
+        flt = dataclasses.replace(flt, states=(flt.states or frozenset({JobState.RUNNING})) & {JobState.RUNNING})
+    report = client_jobs.cancel_matching(store, ids, flt, access.for_cli(store), act=act)
+    shown = {j.id: j.array_name for j in store.get_jobs(report.cancelled)} if act is None else {}
+    for job_id in report.cancelled if act is None else ():  # scancel --signal says nothing when it worked
+        print(f"Cancelled job {shown.get(job_id, job_id)}")
     for _job_id, exc in report.errors:
         print(f"minihpc cancel: error: {exc}", file=sys.stderr)
     if report.not_yours:
         print(f"minihpc cancel: left alone {len(report.not_yours)} matching job(s) of other users "
-              f"({', '.join(map(str, report.not_yours))}): only their owner or an admin may cancel them",
+              f"({', '.join(map(str, report.not_yours))}): only their owner or an admin may "
+              f"{'cancel' if act is None else 'signal'} them",
               file=sys.stderr)
     return 1 if failures or report.errors else 0
 
 
 def cmd_logs(args, settings: Settings) -> int:
     store = open_store(settings)
-    job_id = client_jobs.parse_job_id(args.job_id)
+    job_id = arrays.one_job(store, args.job_id)  # an array task as 12_3, too
     job = store.get_job(job_id)
     if job.state is JobState.PENDING and job.attempts == 0 and not args.follow:
         print(f"job {job_id} is pending ({job.reason}); it has no logs yet", file=sys.stderr)
@@ -207,9 +226,9 @@ def cmd_logs(args, settings: Settings) -> int:
 
 def cmd_wait(args, settings: Settings) -> int:
     store = open_store(settings)
-    job_id = client_jobs.parse_job_id(args.job_id)
+    job_id = args.job_id  # an array's id waits for every task (the first that failed is reported)
     try:
-        job, ended = client_jobs.wait(store, job_id, args.timeout)
+        job, ended = client_jobs.wait_all(store, [j.id for j in arrays.named_jobs(store, job_id)], args.timeout)
     except KeyboardInterrupt:
         return 130
     if not ended:
@@ -218,7 +237,7 @@ def cmd_wait(args, settings: Settings) -> int:
     if job.state is JobState.COMPLETED:
         print(f"job {job_id} COMPLETED")
         return 0
-    print(f"job {job_id} {job.state.value} (exit code {format_exit(job.exit_code, job.signal)}, "
+    print(f"job {job.array_name} {job.state.value} (exit code {format_exit(job.exit_code, job.signal)}, "
           f"reason {job.reason})", file=sys.stderr)
     return 1
 
@@ -226,7 +245,7 @@ def cmd_wait(args, settings: Settings) -> int:
 def cmd_history(args, settings: Settings) -> int:
     now = time.time()
     flt = JobFilter(
-        ids=parse_job_ids(args.jobs, "--jobs") if args.jobs is not None else None,
+        refs=tuple(parse_job_refs(args.jobs, "--jobs")) if args.jobs is not None else None,
         users=client_jobs.user_names(split_list(args.user, "--user")) if args.user is not None else None,
         states=parse_states(args.state, "--state") if args.state is not None else None,
     )
@@ -256,6 +275,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)")
     p.add_argument("--wrap", default=None, metavar="COMMAND",
                    help="run COMMAND as a batch job (sbatch's --wrap: a #!/bin/sh script of that one line)")
+    p.add_argument("--tree", default=None, metavar="DIR",
+                   help="bring DIR along as the job's working directory (its code and configs, capped at "
+                        f"{tree.TREE_MAX >> 20} MiB); SCRIPT is then a path inside DIR. - : a tar archive on standard input")
     p.add_argument("script", nargs="?", help="the job script, or - to read it from standard input")
     p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
     p.set_defaults(func=cmd_submit)
@@ -278,7 +300,11 @@ def add_parsers(sub) -> None:
     p.add_argument("-n", "--name", "--jobname", default=None, help="only jobs of this name")
     p.add_argument("-t", "--state", default=None, help="only jobs in this state: PENDING, RUNNING (or PD, R)")
     p.add_argument("-u", "--user", default=None, help="only this user's jobs")
-    p.add_argument("-s", "--signal", default=None, help="not supported yet (cancel ends the whole job)")
+    p.add_argument("-s", "--signal", default=None, metavar="SIG",
+                   help="send SIG (USR1, TERM, 10...) to the running jobs' tasks instead of cancelling them")
+    p.add_argument("-b", "--batch", action="store_true", help="with --signal: the batch shell only, no step")
+    p.add_argument("-f", "--full", action="store_true",
+                   help="with --signal: the batch shell, its children and every step's tasks")
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("logs", help="a job's output, per node")
@@ -305,7 +331,7 @@ def add_queue_filters(p) -> None:
                    help="only these users' jobs (comma-separated names or uids)")
     p.add_argument("-t", "--states", default=None, metavar="LIST",
                    help="only these states: PENDING,RUNNING or PD,R ..., or all (default: PD,R)")
-    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="only these job ids (comma-separated)")
+    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="only these job ids (comma-separated; an array's id: all its tasks, 12_3: one task)")
     p.add_argument("-o", "--format", default=None, metavar="FMT", help='squeue fields, e.g. "%%.18i %%.8j %%.2t %%R"')
     p.add_argument("--start", action="store_true", help="pending jobs with their expected start, soonest first")
     p.add_argument("--noheader", action="store_true", help="no header line")
@@ -313,7 +339,7 @@ def add_queue_filters(p) -> None:
 
 def add_history_filters(p) -> None:
     """sacct's options (sacct(1)); -n is --noheader as in sacct (the count is --limit)."""
-    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="these job ids, in any state")
+    p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="these job ids, in any state (an array's id: all its tasks, 12_3: one task)")
     p.add_argument("-S", "--starttime", default=None, metavar="TIME", help="jobs in the window from TIME")
     p.add_argument("-E", "--endtime", default=None, metavar="TIME", help="jobs in the window until TIME")
     p.add_argument("-s", "--state", default=None, metavar="LIST", help="only these states (CD,F,CA,TO,NF,R,PD)")

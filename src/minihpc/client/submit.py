@@ -7,11 +7,14 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from minihpc.client import arrays, tree
 from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
-from minihpc.core.models import Job, Priority
+from minihpc.core.models import Job, NodeStatus, Priority
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import published_cpus, refusal
 from minihpc.machine import files
 from minihpc.state.store import Store
 
@@ -43,9 +46,12 @@ class Request:
     gpus: int = 0
     partition: str = ""
     array: ArraySpec | None = None
+    tree: bytes | None = None  # the working tree's tar archive (client.tree); script is a path inside it
 
 
 STDIN = "-"
+TREE_DIR = "tree"
+"""Where in a job's spool directory its working tree (``submit --tree``) is unpacked."""
 SPOOL_WORKDIR = "@spool"
 """A request's workdir meaning the job's own spool directory (a script sent over the API has
 no directory of its own on the cluster)."""
@@ -124,6 +130,16 @@ def validate(request: Request, capacity: int, limit: tuple[int, str] | None = No
         )
 
 
+def check_placement(request: Request, cluster: dict[str, str], nodes: list[NodeStatus]) -> None:
+    """UsageError, one line, for a request the registered nodes could never hold as the
+    cluster record's partitions group them (core.requirements.refusal): an unknown ``-p``,
+    ``--gres=gpu:N``, ``--mem`` or ``-c`` more than any node has, ``-N`` over the partition."""
+    why = refusal(request, request.nodes, request.partition, nodes, Partitions.from_record(cluster),
+                  published_cpus(cluster))
+    if why is not None:
+        raise UsageError(why)
+
+
 SPOOLED_MODE = 0o444
 """A spooled script is read-only: the job runs what was submitted (its sha256 is checked before
 each launch), and deleting the job still removes it (its directory stays writable)."""
@@ -138,29 +154,39 @@ def write_spooled(path: str, data: bytes) -> None:
     files.fsync_dir(os.path.dirname(directory))  # the job's own directory in the spool, too
 
 
+def check_dependency(store: Store, stored: list[str]) -> None:
+    """UsageError when a --dependency term names a job (or array task) that does not exist."""
+    named = dependencies.refs(stored)
+    states = store.dependency_states(named) if named else {}
+    missing = [t for t in dependencies.terms(stored) if t.job is not None and states.get(t.key) is None]
+    if missing:
+        raise UsageError(f"dependency {missing[0].stored()} names job {missing[0].key}, which does not exist")
+
+
 def submit(store: Store, request: Request) -> Job:
-    """Record the job; the script is copied now, so later edits do not change it."""
-    from_stdin = request.script == STDIN
-    name = os.path.basename(request.script_name or "stdin") if from_stdin else None
+    """Record the job; the script is copied now, so later edits do not change it. With
+    ``request.array``, one job per index (client.arrays): the first task is returned, its id
+    the array's."""
+    in_tree = request.tree is not None
+    from_stdin = request.script == STDIN or in_tree
+    name = os.path.basename(request.script if in_tree else request.script_name or "stdin") if from_stdin else None
     source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
     text = request.text if request.text is not None else read_script(source)
     check_script(text, name if from_stdin else os.path.basename(source))
     cluster = store.cluster_info()
     nodes = store.node_statuses()
     validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
-    named = dependencies.job_ids(request.dependency)
-    if named:
-        states = store.job_states(named)
-        missing = [t for t in dependencies.terms(request.dependency) if t.job is not None and states.get(t.job) is None]
-        if missing:
-            raise UsageError(
-                f"dependency {missing[0].stored()} names job {missing[0].job}, which does not exist"
-            )
-    job_id = store.next_job_id()
+    check_placement(request, cluster, nodes)
+    check_dependency(store, request.dependency)
+    job_id = store.reserve_job_ids(len(request.array.indexes)) if request.array else store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
     copy = os.path.join(spool, name or os.path.basename(source))
     data = text.encode("utf-8")
     write_spooled(copy, data)
+    if in_tree:  # the job runs in its own copy of the tree, its script's folder importable
+        workdir = os.path.join(spool, TREE_DIR)
+        tree.unpack(request.tree, workdir)
+        source = os.path.normpath(os.path.join(workdir, request.script))
     job = Job(
         id=job_id,
         name=request.name or name or os.path.basename(source),
@@ -176,8 +202,8 @@ def submit(store: Store, request: Request) -> Job:
         progress_timeout=request.progress_timeout,
         dependency=list(request.dependency),
         launch=request.launch,
-        workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or os.getcwd(),
-        submit_dir=spool if request.workdir == SPOOL_WORKDIR else os.getcwd(),
+        workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or (workdir if in_tree else os.getcwd()),
+        submit_dir=spool if request.workdir == SPOOL_WORKDIR else workdir if in_tree else os.getcwd(),
         submitted_at=time.time(),
         cpus_per_task=request.cpus_per_task,
         output=request.output,
@@ -190,5 +216,9 @@ def submit(store: Store, request: Request) -> Job:
         gpus=request.gpus,
         partition=request.partition,
     )
-    store.add_job(job)
-    return job
+    if request.array is None:
+        store.add_job(job)
+        return job
+    tasks = arrays.spool_tasks(job, request.array, cluster["spool_dir"])
+    store.add_jobs(tasks)  # all or none: the array is recorded in one transaction
+    return tasks[0]
