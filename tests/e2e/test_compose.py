@@ -163,3 +163,24 @@ def test_a_published_ddp_sbatch_script_runs_unchanged(idle):
     assert "rendezvous at master-node:29500" in logs, logs
     hosts = set(re.findall(r"of 2 on node [\w-]+ \(host ([\w-]+),", logs))
     assert hosts == {"master-node", "worker-node-1"} and logs.count("all-reduce sum 3, expected 3") == 2, logs
+
+
+def test_an_array_with_its_tree_and_output_files_runs_across_the_containers(idle, tmp_path):
+    """``make submit JOB=... TREE=dir``: the job's folder travels into the cluster (the containers
+    do not see this machine's files); man sbatch --array=0-2 with -o %x-%A_%a.out: one file per
+    task, on the logs volume (the working tree is read-only there), written by the job's user."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "lrs.txt").write_text("0.1\n0.2\n0.3\n")
+    (tmp_path / "sweep.sh").write_text(
+        "#!/bin/bash\n#SBATCH --array=0-2 -o %x-%A_%a.out\n"
+        'echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT lr $(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" '
+        'conf/lrs.txt) as $(id -un)"\n')
+    out = idle.make("submit", f"JOB={tmp_path / 'sweep.sh'}", f"TREE={tmp_path}").stdout
+    array = int(re.search(r"Submitted batch job (\d+)", out).group(1))
+    assert idle.minihpc("wait", array, "--timeout", 120, check=False, timeout=150).returncode == 0, \
+        idle.minihpc("queue", "-t", "all").stdout
+    for index, lr, own in zip(range(3), ("0.1", "0.2", "0.3"), (array + 1, array + 2, array)):
+        shown = idle.minihpc("scontrol", "show", "job", f"{array}_{index}").stdout
+        path = re.search(r"StdOut=(\S+)", shown).group(1)
+        assert path == f"/shared/logs/job-{own}/output/sweep.sh-{array}_{index}.out", shown
+        assert idle.in_master("cat", path).stdout == f"task {index} of 3 lr {lr} as job\n"

@@ -75,7 +75,7 @@ def test_a_bad_submission_is_a_400_with_the_cli_line(api, cluster, fields, messa
     ({"json": {"nodes": 1}}, "needs a 'script' field"),
     ({"json": {"script": "  \n"}}, "script 'script.py' is empty"),
     ({"json": {"script": "print(1)", "script_name": ".."}}, "invalid script name '..'"),
-    ({"json": {"script": "print(1)", "mem": "4G"}}, "unknown field 'mem'"),
+    ({"json": {"script": "print(1)", "account": "a1"}}, "unknown field 'account'"),
     ({"json": {"script": "print(1)", "args": [1, 2]}}, "'args' must be a list of strings"),
     ({"files": {"nodes": (None, "1")}}, "needs a 'file' field"),
 ])

@@ -25,8 +25,8 @@ def _rows(cluster, *args) -> list[list[str]]:
 
 
 def test_array_tasks_see_their_index_and_afterok_waits_for_all(idle_cluster, tmp_path):
-    """sbatch(1) --array=1-7:2 (an #SBATCH line): one job per index, the first one's id the
-    array's ("Submitted batch job A"), each with SLURM_ARRAY_JOB_ID, _TASK_ID, _COUNT, _MIN,
+    """sbatch(1) --array=1-7:2 (an #SBATCH line): one job per index, the last one's id the
+    array's ("Submitted batch job A"; the others A+1... as real Slurm numbers them), each with SLURM_ARRAY_JOB_ID, _TASK_ID, _COUNT, _MIN,
     _MAX, _STEP; sacct(1) -j A lists its tasks as A_i; --dependency=afterok:A starts only after
     every task completed."""
     names = " ".join(f"${v}" for v in VARIABLES)
@@ -37,12 +37,13 @@ def test_array_tasks_see_their_index_and_afterok_waits_for_all(idle_cluster, tmp
     follow = idle_cluster.submit("-d", f"afterok:{array}", after, tmp_path)
     assert idle_cluster.cli("wait", array, "--timeout", 90, timeout=120).returncode == 0
     assert idle_cluster.wait(follow)["state"] == "COMPLETED"
-    for offset, index in enumerate([1, 3, 5, 7]):
+    for own, index in zip([array + 1, array + 2, array + 3, array], [1, 3, 5, 7]):
         values = (tmp_path / f"task-{index}").read_text().split()
-        assert values == [str(array + offset), str(array), str(index), "4", "1", "7", "2"]
+        assert values == [str(own), str(array), str(index), "4", "1", "7", "2"]
     assert (tmp_path / "seen").read_text().strip() == "4"
     rows = _rows(idle_cluster, "history", "-j", array, "-o", "JobID,JobIDRaw,State", "-P", "-n")
-    assert rows == [[f"{array}_{i}", str(array + k), "COMPLETED"] for k, i in enumerate([1, 3, 5, 7])]
+    assert sorted(rows) == sorted([[f"{array}_{i}", str(own), "COMPLETED"]
+                                   for own, i in zip([array + 1, array + 2, array + 3, array], [1, 3, 5, 7])])
     ended = max(idle_cluster.show(f"{array}_{i}")["ended_at"] for i in (1, 3, 5, 7))
     assert idle_cluster.show(follow)["started_at"] >= ended
 
@@ -59,7 +60,8 @@ def test_pending_tasks_show_as_one_row_and_cancel_reaches_one_or_all(idle_cluste
     queue = _rows(idle_cluster, "queue", "-o", "%i %t %r", "--noheader")
     assert [f"{array}_[0-5]", "PD", "Dependency"] in queue and len(queue) == 2
     shown = idle_cluster.cli("scontrol", "show", "job", array).stdout
-    assert shown.count(f"ArrayJobId={array} ") == 6 and f"JobId={array + 5} ArrayJobId={array} ArrayTaskId=5" in shown
+    assert shown.count(f"ArrayJobId={array} ") == 6 and f"JobId={array} ArrayJobId={array} ArrayTaskId=5" in shown
+    assert f"JobId={array + 1} ArrayJobId={array} ArrayTaskId=0" in shown
 
     assert idle_cluster.cli("cancel", f"{array}_2").stdout.strip() == f"Cancelled job {array}_2"
     assert idle_cluster.show(f"{array}_2")["state"] == "CANCELLED"
@@ -67,7 +69,7 @@ def test_pending_tasks_show_as_one_row_and_cancel_reaches_one_or_all(idle_cluste
 
     idle_cluster.cli("cancel", array)
     rows = _rows(idle_cluster, "history", "-j", array, "-o", "JobID,State", "-P", "-n")
-    assert rows == [[f"{array}_{i}", "CANCELLED"] for i in range(6)]
+    assert sorted(rows) == [[f"{array}_{i}", "CANCELLED"] for i in range(6)]
     assert _rows(idle_cluster, "queue", "-j", array, "--noheader") == []
     idle_cluster.cli("cancel", blocker)
 
@@ -94,3 +96,21 @@ def test_an_array_is_recorded_whole_and_forgotten_task_by_task(store, tmp_path):
     assert store.array_tasks(first) == {4: 3, 8: 4}
     store.delete_job(store.get_job(3))
     assert store.forget_ended(4) and store.array_tasks(first) == {}
+
+
+def test_a_throttled_array_never_runs_more_than_its_limit(idle_cluster, tmp_path):
+    """sbatch(1) --array: "A maximum number of simultaneously running tasks from the job array
+    may be specified using a "%" separator ... --array=0-15%4 will limit the number of
+    simultaneously running tasks from this job array to 4". Eight tasks with %2 on three idle
+    nodes: each records when it ran; at no moment were more than two running, and two were
+    (the limit is a ceiling, not a queue of one)."""
+    tasks = _script(tmp_path / "throttled.sh",
+                    'date +%s.%N > "$1/start-$SLURM_ARRAY_TASK_ID"\nsleep 1.5\ndate +%s.%N > "$1/end-$SLURM_ARRAY_TASK_ID"\n')
+    array = idle_cluster.submit("--array=0-7%2", tasks, tmp_path)
+    wait_until(lambda: "JobArrayTaskLimit" in idle_cluster.cli("queue", "--noheader", "-o", "%i %r").stdout, timeout=30,
+               message="the array's waiting tasks with reason JobArrayTaskLimit")
+    assert idle_cluster.cli("wait", array, "--timeout", 120, timeout=150).returncode == 0
+    spans = [(float((tmp_path / f"start-{i}").read_text()), float((tmp_path / f"end-{i}").read_text()))
+             for i in range(8)]
+    most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert most == 2, f"at most {most} tasks ran at once: {sorted(spans)}"

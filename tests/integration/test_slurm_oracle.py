@@ -13,6 +13,7 @@ regression, shows. Real Slurm needs root (slurmd starts jobs as their users).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -94,7 +95,7 @@ CASES = {
 # --- what minihpc is known to lack or add --------------------------------------------------------
 
 BATCH_LACKS = {
-    "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION", "SLURM_WORKING_CLUSTER",  # no clusters or partitions
+    "SLURM_CLUSTER_NAME", "SLURM_WORKING_CLUSTER",  # no clusters (partitions: -p, MINIHPC_PARTITIONS)
     "SLURM_JOB_GID", "SLURM_PRIO_PROCESS", "SLURM_SUBMIT_HOST", "SLURM_TASK_PID", "SLURM_NODE_ALIASES",
     "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN",
     # minihpc sets it only when the job runs as a mapped user (node.batch); Slurm always does.
@@ -496,3 +497,58 @@ def test_srun_accepts_slurms_option_syntax(runs, step):
     pair = runs["exits"]
     assert pair.slurm.one(f"{step}.rc") == "0"
     assert pair.minihpc.one(f"{step}.rc") == "0", pair.minihpc.tagged(f"{step}.err")
+
+
+ARRAY_SCRIPT = r"""#!/bin/bash
+env | grep -E '^SLURM_ARRAY_' | sort | sed -u 's/^/@array@ /'
+echo "@err@ to stderr" >&2
+"""
+
+
+def _names_and_env(folder: Path, array_id: int) -> dict[str, list[str]]:
+    """Each file's name and its lines, with the array's id written A, a task's own id as its
+    offset from it (J+1), the node's name HOST: what two systems can share. Names are
+    ``x~j~N~t~A_a~u~%.out`` and ``A_a.err``."""
+
+    def job(text: str) -> str:
+        return "A" if text == str(array_id) else f"J+{int(text) - array_id}"
+
+    out = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix == ".err":
+            a, _, rest = path.name.partition("_")
+            name = f"{job(a)}_{rest}"
+        else:
+            x, j, _host, t, aa, u, pct = path.name.split("~")
+            a, _, index = aa.partition("_")
+            name = "~".join([x, job(j), "HOST", t, f"{job(a)}_{index}", u, pct])
+        lines = [re.sub(r"^(@array@ SLURM_ARRAY_JOB_ID=)(\d+)$", lambda m: m[1] + job(m[2]), line)
+                 for line in path.read_text().splitlines()]
+        out[name] = sorted(lines)
+    return out
+
+
+def test_array_tasks_and_output_file_names_match_slurms(slurm, cluster, tmp_path):
+    """man sbatch, --array (``1,3``: two tasks; real Slurm gives the last the array's job id and
+    the first the next id -- not as the man page's example shows) and OUTPUT ENVIRONMENT VARIABLES
+    (SLURM_ARRAY_JOB_ID, _TASK_ID, _TASK_COUNT, _TASK_MIN, _TASK_MAX, _TASK_STEP); -o/-e
+    "filename pattern": %x %j %N %3t (zero-padded) %A %a %u %%, one file per task, stderr
+    apart with -e."""
+    (tmp_path / "oracle_array.sh").write_text(ARRAY_SCRIPT)
+    results = {}
+    for system in ("slurm", "minihpc"):
+        out = tmp_path / system
+        out.mkdir()
+        options = ["--array=1,3", "-N", "1", "-o", f"{out}/%x~%j~%N~%3t~%A_%a~%u~%%.out", "-e", f"{out}/%A_%a.err",
+                   tmp_path / "oracle_array.sh"]
+        if system == "slurm":
+            proc = slurm.run(SBATCH, "--wait", "--parsable", *options)
+            array_id = int(proc.stdout.split(";")[0])
+        else:
+            array_id = int(cluster.cli("submit", "--parsable", *options).stdout)
+            cluster.cli("wait", array_id, "--timeout", TIMEOUT, check=False, timeout=TIMEOUT + 30)
+            infos = json.loads(cluster.cli("show", array_id, "--json").stdout)  # an array: every task
+            assert [(i["id"], i["array_job_id"], i["array_task_id"], i["state"]) for i in infos] == [
+                (array_id + 1, array_id, 1, "COMPLETED"), (array_id, array_id, 3, "COMPLETED")]
+        results[system] = _names_and_env(out, array_id)
+    assert results["minihpc"] == results["slurm"], f"minihpc's files, then Slurm's:\n{results}"

@@ -112,3 +112,16 @@ def test_sacct_job_id_of_an_array_task():
     jobs = array(indexes=[5, 7], states=[CD, F])
     lines = sacct_lines(parse_sacct_fields("JobID,JobIDRaw"), jobs, 0.0, header=False, parsable="P")
     assert lines == ["12_5|12", "12_7|13"]
+
+
+def test_an_arrays_tasks_queue_in_index_order_and_show_no_variable_values():
+    """sbatch(1) --array: tasks start from the lowest index, though the last index holds the
+    array's own (lowest) job id; a job's --export values never appear in its public JSON."""
+    from minihpc.core.models import Job
+    from minihpc.core.scheduler import queue_order_key
+
+    tasks = [Job(id=12 if i == 3 else 13 + i, name="a", user="u", script="s", script_source="s", script_sha256="x",
+                 submitted_at=1.0, array_job_id=12, array_task_id=i, environment={"TOKEN": "secret"})
+             for i in range(4)]
+    assert [t.array_task_id for t in sorted(tasks, key=queue_order_key)] == [0, 1, 2, 3]
+    assert tasks[0].to_json()["environment"] == ["TOKEN"]

@@ -1,11 +1,13 @@
 """Job arrays (``sbatch --array``) for every face: an array's tasks as job records, and job ids
 as users type them (``12``, ``12_3``, ``12_[1-3]``) resolved to the jobs they name.
 
-An array of N tasks takes N job ids in a row (one INCRBY): its first task's id is the array's
-id A, as in Slurm, and ``A`` alone names the whole array wherever a job id is typed (scancel,
-squeue -j, sacct -j, scontrol show job, --dependency). Each task has a spool directory of its
-own, hard links to the first task's read-only files, so forgetting one task never takes
-another's script or working tree."""
+An array of N tasks takes N job ids in a row (one INCRBY), A to A+N-1, numbered as real Slurm
+numbers them (checked against it: tests/integration/test_slurm_oracle.py): the last index keeps
+the array's own id A and the others take A+1, A+2... in index order (Slurm splits tasks off the
+array's record as they start; the last one left is that record). ``A`` alone names the whole
+array wherever a job id is typed (scancel, squeue -j, sacct -j, scontrol show job,
+--dependency). Each task has a spool directory of its own, hard links to the read-only files
+spooled for A, so forgetting one task never takes another's script or working tree."""
 
 from __future__ import annotations
 
@@ -22,15 +24,23 @@ from minihpc.machine import files
 from minihpc.state.store import Store
 
 
+def task_id(array_id: int, offset: int, count: int) -> int:
+    """The job id of the array's ``offset``-th index (of ``count``): Slurm's numbering."""
+    return array_id if offset == count - 1 else array_id + 1 + offset
+
+
 def spool_tasks(first: Job, spec: ArraySpec, spool_root: str) -> list[Job]:
-    """The array's task records: ``first`` (already spooled, in ``job-<first.id>``) as the
-    first index, and for each further index the next id, its spool directory a linked copy of
-    the first's (made durable here), its paths moved there."""
+    """The array's task records in index order: ``first`` (already spooled, in
+    ``job-<first.id>``) becomes the last index's, and every other index gets its id
+    (:func:`task_id`), its spool directory a linked copy of the first's (made durable here),
+    its paths moved there."""
     first_dir = os.path.join(spool_root, f"job-{first.id}")
     tasks = []
+    count = len(spec.indexes)
     for offset, index in enumerate(spec.indexes):
-        task_dir = os.path.join(spool_root, f"job-{first.id + offset}")
-        if offset:
+        own = task_id(first.id, offset, count)
+        task_dir = os.path.join(spool_root, f"job-{own}")
+        if own != first.id:
             shutil.copytree(first_dir, task_dir, copy_function=_link)
             files.fsync_dir(task_dir)
 
@@ -39,7 +49,7 @@ def spool_tasks(first: Job, spec: ArraySpec, spool_root: str) -> list[Job]:
             return task_dir + path[len(first_dir):] if inside else path
 
         tasks.append(replace(
-            first, id=first.id + offset, script=moved(first.script), script_source=moved(first.script_source),
+            first, id=own, script=moved(first.script), script_source=moved(first.script_source),
             workdir=moved(first.workdir), submit_dir=moved(first.submit_dir), array_job_id=first.id,
             array_task_id=index, array_spec=spec.text, array_limit=spec.limit,
         ))
@@ -93,7 +103,7 @@ def named_jobs(store: Store, text: str) -> list[Job]:
 
 def one_job(store: Store, text: str) -> int:
     """The id of the one job ``text`` names (``logs``): a job's, or an array task's (``12_3``);
-    a whole array's id names its first task, whose id it is."""
+    a whole array's id names the task whose id it is (its last index's)."""
     ref = parse_job_ref(text)
     if ref.tasks is None:
         return ref.job

@@ -165,8 +165,8 @@ def check_dependency(store: Store, stored: list[str]) -> None:
 
 def submit(store: Store, request: Request) -> Job:
     """Record the job; the script is copied now, so later edits do not change it. With
-    ``request.array``, one job per index (client.arrays): the first task is returned, its id
-    the array's."""
+    ``request.array``, one job per index (client.arrays): the task whose id is the array's is
+    returned."""
     in_tree = request.tree is not None
     from_stdin = request.script == STDIN or in_tree
     name = os.path.basename(request.script if in_tree else request.script_name or "stdin") if from_stdin else None
@@ -221,4 +221,4 @@ def submit(store: Store, request: Request) -> Job:
         return job
     tasks = arrays.spool_tasks(job, request.array, cluster["spool_dir"])
     store.add_jobs(tasks)  # all or none: the array is recorded in one transaction
-    return tasks[0]
+    return next(t for t in tasks if t.id == job_id)

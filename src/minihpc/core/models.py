@@ -128,7 +128,7 @@ class Job:
     mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
     gpus: int = 0  # --gres=gpu:N: GPUs each node must have
     partition: str = ""  # -p: the node group it runs in, "" : the default partition
-    array_job_id: int | None = None  # --array: the array's job id (its first task's), None : not in an array
+    array_job_id: int | None = None  # --array: the array's job id (its last task's, as Slurm), None : not in an array
     array_task_id: int | None = None  # --array: this task's index
     array_spec: str = ""  # --array: the indexes as given, without the %limit (for SLURM_ARRAY_TASK_COUNT...)
     array_limit: int = 0  # --array=...%N: at most N of the array's tasks run at once, 0 : no limit
@@ -247,6 +247,7 @@ class Job:
         out["state_code"] = self.state.code
         out["priority"] = self.priority.value
         out["held"] = self.held
+        out["environment"] = sorted(self.environment)  # names only: values may be secrets
         return out
 
 

@@ -61,8 +61,10 @@ class Plan:
 
 def queue_order_key(job: Job) -> tuple:
     """Priority first, then requeued jobs before new ones (a job a node failure interrupted
-    goes back to the front of its priority), then submit time, then id."""
-    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at, job.id)
+    goes back to the front of its priority), then submit time, then id -- an array's tasks in
+    index order (the last index has the array's own id, the lowest)."""
+    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at,
+            job.id if job.array_job_id is None else job.array_job_id, job.array_task_id or 0)
 
 
 def should_requeue(job: Job, max_requeues: int) -> bool:

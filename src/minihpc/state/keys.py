@@ -14,7 +14,7 @@ JOB_SEQ = "minihpc:jobs:seq"
 reserves N in a row, a job array's)."""
 
 ARRAY_TASKS = "minihpc:array:{0}:tasks"
-"""Sorted set: the job ids of job array {0}'s tasks ({0} is the array's id, its first task's),
+"""Sorted set: the job ids of job array {0}'s tasks ({0} is the array's id, its last task's),
 each scored by its array index; a task leaves it when its record is forgotten, and the key goes
 with the last one."""
 
