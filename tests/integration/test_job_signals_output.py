@@ -74,9 +74,11 @@ def test_signal_reaches_the_batch_shell_secs_before_the_limit(idle_cluster, tmp_
     job = idle_cluster.submit("-D", workdir, "--time", "0:12", "--signal", "B:USR1@5", script)
     info = idle_cluster.wait(job, timeout=60)
     assert info["state"] == "TIMEOUT", info
-    seconds, at = (workdir / "warned").read_text().split()
-    assert 5.5 <= int(seconds) <= 7.5  # the script starts a little after the job does
-    assert abs(float(at) - (info["started_at"] + 12 - 5)) < 1.0
+    # When it arrived, against when the record says the limit ends (bash's $SECONDS counts whole
+    # clock seconds, so it is off by up to one: $EPOCHREALTIME is what counts): never early,
+    # and within the nodes' polling and a loaded machine's delay after.
+    at = float((workdir / "warned").read_text().split()[1])
+    assert 0.0 <= at - (info["started_at"] + 12 - 5) < 1.5, at - info["started_at"]
     assert "SIGUSR1 sent to 1 process(es)" in idle_cluster.cli("logs", job).stdout
 
 
@@ -100,7 +102,7 @@ def test_signal_reaches_the_ranks_of_a_torchrun_job(idle_cluster, tmp_path):
     assert info["launch"] != "batch"
     for rank in (0, 1):
         at = float((workdir / f"warned-{rank}").read_text())
-        assert abs(at - (info["started_at"] + 20 - 5)) < 1.0
+        assert 0.0 <= at - (info["started_at"] + 20 - 5) < 1.5, at - info["started_at"]
 
 
 def test_scancel_signal_reaches_the_tasks_and_the_job_goes_on(idle_cluster, tmp_path):

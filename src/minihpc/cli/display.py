@@ -120,12 +120,12 @@ def gres(node: NodeStatus) -> str:
 def nodes_table(nodes: list[NodeStatus], now: float, partitions: Partitions | None = None) -> str:
     partitions = partitions or Partitions()
     rows = [
-        [n.name, node_partitions(n.name, partitions), n.state.value, str(n.cpus), human_bytes(n.memory_bytes),
+        [n.name, n.state.value, node_partitions(n.name, partitions), str(n.cpus), human_bytes(n.memory_bytes),
          gres(n), str(n.job) if n.job is not None else "-",
          f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never"]
         for n in nodes
     ]
-    return render(["NODE", "PARTITION", "STATE", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"], rows)
+    return render(["NODE", "STATE", "PARTITION", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"], rows)
 
 
 def incident_line(i: dict) -> str:
