@@ -9,6 +9,7 @@ import pytest
 from minihpc.cli.main import main
 from minihpc.client import jobs as client_jobs
 from minihpc.client.access import Principal
+from minihpc.core.arrays import JobRef, parse_job_refs
 from minihpc.core.errors import Conflict, Forbidden, NotFound, UsageError
 from minihpc.core.models import Job, JobState, NodeStatus, Priority
 from minihpc.core.scheduler import plan
@@ -16,7 +17,6 @@ from minihpc.core.slurm_filters import (
     JobFilter,
     in_window,
     parse_cancel_state,
-    parse_job_ids,
     parse_slurm_time,
     parse_states,
     split_list,
@@ -81,13 +81,13 @@ def test_an_unknown_state_names_the_value_and_the_choices(text):
 def test_job_id_lists_and_steps_refused():
     """squeue(1) -j, --jobs=<job_id_list>; sacct(1) -j, --jobs=(job(.step)),...: minihpc jobs
     have no steps, so ``12.0`` is refused with a reason."""
-    assert parse_job_ids("12,13,,12") == {12, 13}
+    assert parse_job_refs("12,13,,12") == [JobRef(12), JobRef(13)]
     for bad in ("x", "0", "-3", "12.batch"):
         with pytest.raises(UsageError) as exc:
-            parse_job_ids(bad)
+            parse_job_refs(bad)
         assert repr(bad) in str(exc.value)
     with pytest.raises(UsageError, match="no steps"):
-        parse_job_ids("12.0")
+        parse_job_refs("12.0")
     assert split_list(" a , b,", "--user") == ["a", "b"]
 
 

@@ -67,17 +67,6 @@ def parse_cancel_state(text: str) -> frozenset[JobState]:
     return frozenset() if allowed[key] is None else frozenset({allowed[key]})
 
 
-def parse_job_ids(text: str, option: str = "--jobs") -> frozenset[int]:
-    """``12,13`` -> {12, 13}. A step (``12.0``, ``12.batch``) is refused: minihpc jobs have none."""
-    ids = set()
-    for word in split_list(text, option):
-        if not word.isdigit() or int(word) < 1:
-            hint = "; minihpc jobs have no steps" if "." in word else ""
-            raise UsageError(f"invalid job id {word!r} for {option}: expected a positive number{hint}")
-        ids.add(int(word))
-    return frozenset(ids)
-
-
 @dataclass(frozen=True)
 class JobFilter:
     """What a user asked to see or cancel; each part given narrows (Slurm ANDs them), a part
