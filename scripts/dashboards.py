@@ -121,6 +121,12 @@ DASHBOARDS = [
         panel("Gradient norm", ("minihpc_job_grad_norm", "job {{job}}")),
         panel("Seconds since the last step", ("time() - minihpc_job_last_progress_timestamp_seconds", "job {{job}}"),
               unit="s"),
+        panel("Compute time per step by rank", ("minihpc_job_rank_step_seconds", "job {{job}} rank {{rank}} ({{node}})"),
+              unit="s", description="Each rank's own work per step, smoothed (not the all-reduce, where fast "
+              "ranks wait for slow ones)."),
+        panel("Rank slowdown (straggler ratio)", ("minihpc_job_rank_slowdown_ratio", "job {{job}} rank {{rank}} ({{node}})"),
+              description="A rank's compute time per step over the median of the other ranks'; above 1.5 "
+              "the MinihpcStraggler alert fires."),
         panel("Step", ("minihpc_job_step", "job {{job}}"), kind="stat", width=8, height=4),
         panel("Attempt", ("minihpc_job_attempt", "job {{job}}"), kind="stat", width=8, height=4),
         panel("Job run time (ended attempts)", *quantiles("minihpc_job_run_seconds", "30m"), unit="s", width=8,

@@ -15,6 +15,7 @@ from PIL import Image
 
 from tests import panels
 from tests.conftest import free_port, wait_until
+from tests.integration.conftest import JOBS
 
 pytestmark = pytest.mark.integration
 
@@ -34,20 +35,24 @@ def test_promtool_accepts_the_config_and_rules_and_the_rule_unit_tests_pass():
                  ["test", "rules", "alerts.test.yml"]):
         out = promtool(*args)
         assert out.returncode == 0, (args, out.stdout, out.stderr)
-    assert "SUCCESS: 6 rules found" in promtool("check", "rules", "alerts.yml").stdout
+    assert "SUCCESS: 7 rules found" in promtool("check", "rules", "alerts.yml").stdout
 
 
 @pytest.fixture
 def prometheus(cluster, tmp_path):
     """Debian's Prometheus, scraping every second the targets the master writes (the shipped
     scrape settings, with local paths) and loading the shipped alert rules."""
+    yield from _prometheus(cluster, tmp_path, CONFIG / "alerts.yml")
+
+
+def _prometheus(cluster, tmp_path, rules: Path):
     if shutil.which("prometheus") is None:
         pytest.fail("prometheus is not installed; make test installs Debian's prometheus package (scripts/host-deps.sh test)")
     targets = cluster.state_dir / "prometheus" / "targets.json"
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(CONFIG / "alerts.yml")],
+        "rule_files": [str(rules)],
         "scrape_configs": [{"job_name": "minihpc", "honor_labels": True,
                             "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}],
     }))
@@ -78,7 +83,7 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
     wait_until(lambda: up() == {"master-node", "worker-node-1", "worker-node-2", "cluster"}, timeout=60,
                interval=0.5, message="Prometheus scraping three nodes and the cluster exporter")
     rules = json.load(__import__("urllib.request").request.urlopen(f"{prometheus}/api/v1/rules"))
-    assert len([r for g in rules["data"]["groups"] for r in g["rules"]]) == 6
+    assert len([r for g in rules["data"]["groups"] for r in g["rules"]]) == 7
 
     short = c.submit("-N", 1, ROOT / "jobs" / "hello.py")  # a finished job for the wait/run histograms
     assert c.wait(short)["state"] == "COMPLETED"
@@ -113,14 +118,54 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
     # Its report: four plots and a summary of both attempts and the failure between them.
     out = tmp_path / "report"
     printed = [Path(p) for p in c.cli("report", job_id, "--out", out).stdout.split()]
-    assert [p.name for p in printed] == ["loss.png", "throughput.png", "step_time.png", "timeline.png", "summary.md"]
-    for png in printed[:4]:
+    assert [p.name for p in printed] == ["loss.png", "throughput.png", "step_time.png", "rank_step_time.png",
+                                         "timeline.png", "summary.md"]
+    for png in printed[:5]:
         with Image.open(png) as image:
             assert image.format == "PNG" and image.size == (900, 420)
             assert len(image.getcolors(1 << 16)) > 8, png  # axes, labels and data, not a blank canvas
-    summary = printed[4].read_text()
+    summary = printed[5].read_text()
     print(f"\n{out}\n{summary}")
     assert "**CANCELLED** after 2 attempt(s), 1 requeue(s)" in summary
     assert "- attempt 1: " in summary and "- attempt 2: " in summary
     assert all(f"| rank {r} |" in summary for r in range(3))
     assert "down worker-node-1" in summary and "back worker-node-1" in summary
+
+
+def test_a_slowed_rank_is_named_a_straggler_and_its_alert_fires(idle_cluster, tmp_path):
+    """Rank 1 of a 3-node DDP job computes 3x as long as the others: the master records a
+    straggler incident naming the rank and its node, the exporter gives its slowdown ratio, and
+    a real Prometheus with the shipped rule (its 2-minute ``for`` shortened to 5 s) fires
+    MinihpcStraggler for that rank alone."""
+    c = idle_cluster
+    shipped = (CONFIG / "alerts.yml").read_text()
+    rule = shipped.index("alert: MinihpcStraggler")
+    wait = shipped.index("for: 2m", rule)
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(shipped[:wait] + "for: 5s" + shipped[wait + len("for: 2m"):])
+    server = _prometheus(c, tmp_path, rules)
+    prometheus = next(server)
+    job_id = None
+    try:
+        job_id = c.submit("-N", 3, JOBS / "straggler.py", 2000, 1)
+        where = lambda: dict(line.split(" on ")  # noqa: E731
+                             for line in c.cli("logs", job_id).stdout.splitlines() if line.startswith("rank "))
+        slow_node = wait_until(lambda: where().get("rank 1"), timeout=120, interval=0.5, message="rank 1's node")
+        incident = wait_until(lambda: [i for i in json.loads(c.cli("incidents", "--json").stdout)
+                                       if i["kind"] == "straggler" and i["job"] == job_id], timeout=60, interval=0.5,
+                              message="a straggler incident")
+        assert len(incident) == 1 and incident[0]["rank"] == 1 and incident[0]["node"] == slow_node, incident
+        assert 2.0 < incident[0]["ratio"] < 4.5, incident  # 3x as long, give or take the machine's noise
+        assert f"straggler       {slow_node}" in c.cli("incidents").stdout
+        ratios = {r["metric"]["rank"]: float(r["value"][1])
+                  for r in wait_until(lambda: panels.query(prometheus, f'minihpc_job_rank_slowdown_ratio{{job="{job_id}"}}'),
+                                      timeout=30, interval=0.5, message="slowdown ratios in Prometheus")}
+        assert set(ratios) == {"0", "1", "2"} and ratios["1"] > 2.0 and ratios["0"] < 1.5 and ratios["2"] < 1.5, ratios
+        firing = wait_until(lambda: panels.query(prometheus, 'ALERTS{alertname="MinihpcStraggler",alertstate="firing"}'),
+                            timeout=60, interval=0.5, message="MinihpcStraggler firing")
+        assert [(a["metric"]["job"], a["metric"]["rank"], a["metric"]["node"]) for a in firing] == [
+            (str(job_id), "1", slow_node)], firing
+    finally:
+        if job_id is not None:
+            c.cli("cancel", job_id, check=False)
+        server.close()

@@ -22,6 +22,7 @@ from minihpc.core.restart_policy import RestartPolicy, next_lapse
 from minihpc.master import retention
 from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
+from minihpc.master.stragglers import StragglerWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
@@ -62,6 +63,7 @@ class Master:
             window=settings.restart_window,
         )
         self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout)
+        self.stragglers = StragglerWatch(self.store)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
@@ -69,7 +71,8 @@ class Master:
 
     def step(self, now: float) -> scheduler.Plan:
         """One pass: end running jobs that must end (time limit, lost node, no progress, a held
-        failure), requeue node failures, free stale allocations, then schedule. Within the
+        failure), requeue node failures, free stale allocations, note stragglers (every few
+        seconds: minihpc.master.stragglers), then schedule. Within the
         grace after a Redis outage no node is judged by its heartbeats (see core.outage)."""
         asked = time.monotonic()
         nodes = self.store.node_statuses()
@@ -84,6 +87,8 @@ class Master:
         self.end_jobs(by_name, now, quiet)
         self.requeue_node_failures()
         self.free_stale_allocations(nodes, now, quiet)
+        if not quiet:
+            self.stragglers.step(now)
         return self.schedule(nodes, by_name, now)
 
     def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool) -> None:

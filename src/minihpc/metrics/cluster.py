@@ -4,8 +4,10 @@
 - counters and histograms the cluster keeps as things happen (minihpc.state.stats): jobs ended by state,
   requeues, node restarts, wait and run times, node recovery times;
 - training metrics of *running* jobs, from their progress reports (minihpc.progress): step,
-  progress, loss, samples/s, step time by phase, gradient norm. A job's series carry its id in
-  the ``job`` label and vanish when it ends, so the label stays bounded.
+  progress, loss, samples/s, step time by phase, gradient norm; and for multi-node jobs each
+  reporting rank's smoothed compute time per step and its ratio to the other ranks'
+  (minihpc.core.straggler: the MinihpcStraggler alert). A job's series carry its id in the
+  ``job`` label and vanish when it ends, so the label stays bounded.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from minihpc.core import straggler
 from minihpc.core.models import JobState, NodeState, Priority
 from minihpc.job.progress import PHASES
 from minihpc.state.store import Store
@@ -111,3 +114,21 @@ class ClusterCollector:
                 if f"{phase}_seconds" in report:
                     phases.add_metric([*values, phase], report[f"{phase}_seconds"])
         yield from (step, ratio, seen, attempt, phases, *extra.values())
+        yield from self._ranks(running)
+
+    def _ranks(self, running) -> Iterator[Metric]:
+        labels = ["job", "name", "rank", "node"]
+        pace = GaugeMetricFamily("minihpc_job_rank_step_seconds", "A rank's own compute time per step (data, "
+                                 "forward, backward, optimizer; not the all-reduce), smoothed.", labels=labels)
+        slow = GaugeMetricFamily("minihpc_job_rank_slowdown_ratio", "A rank's smoothed compute time per step "
+                                 "over the median of the other ranks' (above 1.5: a straggler).", labels=labels)
+        for job in running:
+            if job.nodes_requested < 2:
+                continue
+            series = self.store.series(job.id, last=straggler.WINDOW * job.nodes_requested)
+            for rank in straggler.paces(series, job.attempts):
+                values = [str(job.id), job.name, str(rank.rank), rank.node]
+                pace.add_metric(values, rank.seconds)
+                if rank.ratio is not None and rank.reports >= straggler.MIN_REPORTS:
+                    slow.add_metric(values, rank.ratio)
+        yield from (pace, slow)

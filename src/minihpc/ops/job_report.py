@@ -5,6 +5,9 @@ recorded -- its progress reports (every node's, kept per job), its record and th
 - throughput.png: samples/s over time;
 - step_time.png: mean step time per rank, split into data / forward / backward / all-reduce /
   optimizer;
+- rank_step_time.png: each rank's own compute time per step (not the all-reduce) by step: a
+  straggler's line stands apart, and a job balanced by measured speed (``--balance``) brings
+  the lines together;
 - timeline.png: each attempt's span, with node failures, restarts and requeues marked.
 """
 
@@ -13,11 +16,12 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from minihpc.core.straggler import own_seconds
 from minihpc.job.progress import PHASES
 from minihpc.ops import plot
 from minihpc.state.store import Store
 
-INCIDENT_KINDS = ("down", "restart", "back", "requeued", "stalled", "drained")
+INCIDENT_KINDS = ("down", "restart", "back", "requeued", "stalled", "drained", "straggler")
 
 
 def _rank(entry: dict) -> int:
@@ -42,6 +46,17 @@ def phases_by_rank(series: list[dict]) -> dict[str, dict[str, float]]:
     return {f"rank {r}": {p: statistics.mean(v) for p, v in phases.items()} for r, phases in sorted(per.items())}
 
 
+def compute_by_rank(series: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Each rank's own compute seconds per step (minihpc.core.straggler.own_seconds), by step."""
+    out: dict[int, tuple[str, list[tuple[float, float]]]] = {}
+    for e in series:
+        seconds = own_seconds(e)
+        if seconds is not None and "rank" in e:
+            label, points = out.setdefault(_rank(e), (f"rank {_rank(e)} ({e.get('node', '?')})", []))
+            points.append((float(e["step"]), seconds))
+    return dict(out[r] for r in sorted(out))
+
+
 def attempt_spans(series: list[dict]) -> list[tuple[str, float, float]]:
     spans: dict[int, list[float]] = {}
     for e in series:
@@ -49,7 +64,7 @@ def attempt_spans(series: list[dict]) -> list[tuple[str, float, float]]:
     return [(f"attempt {a}", min(ts), max(ts)) for a, ts in sorted(spans.items())]
 
 
-PLOTS = ("loss.png", "throughput.png", "step_time.png", "timeline.png")
+PLOTS = ("loss.png", "throughput.png", "step_time.png", "rank_step_time.png", "timeline.png")
 """The PNGs :func:`write` makes."""
 
 
@@ -69,6 +84,7 @@ def charts(job, series: list[dict], incidents: list[dict]) -> dict:
         "throughput": {"samples/s": [(float(e["at"]) - start, float(e["samples_per_second"]))
                                      for e in series if _rank(e) == 0 and "samples_per_second" in e]},
         "step_time": phases_by_rank(series),
+        "rank_compute": compute_by_rank(series),
         "attempts": spans,
         "incidents": sorted((i["at"], f"{i['kind']} {i.get('node') or ''}".strip()) for i in near),
     }
@@ -89,6 +105,8 @@ def write(store: Store, job_id: int, out: Path) -> Path:
     plot.line_chart(out / "loss.png", f"job {job_id} {job.name}: training loss", data["loss"], "step", "loss")
     plot.line_chart(out / "throughput.png", f"job {job_id}: throughput", throughput, "seconds", "samples/s")
     plot.stacked_bars(out / "step_time.png", f"job {job_id}: mean step time per rank", phases, "seconds per step")
+    plot.line_chart(out / "rank_step_time.png", f"job {job_id}: compute time per step by rank", data["rank_compute"],
+                    "step", "seconds per step")
     plot.timeline(out / "timeline.png", f"job {job_id}: attempts and incidents", spans, marks)
 
     final = next((e for e in reversed(series) if _rank(e) == 0 and "loss" in e), None)
@@ -116,7 +134,8 @@ def write(store: Store, job_id: int, out: Path) -> Path:
         *(f"- {t - start:+.1f} s: {label}" for t, label in marks),
         "",
         "![loss](loss.png) ![throughput](throughput.png)",
-        "![step time](step_time.png) ![timeline](timeline.png)",
+        "![step time](step_time.png) ![compute per rank](rank_step_time.png)",
+        "![timeline](timeline.png)",
         "",
     ]
     summary = out / "summary.md"
