@@ -6,7 +6,10 @@
 
 Every rank times float32 matrix multiplies (GFLOP/s), then all ranks time all-reduces of
 growing sizes; rank 0 prints one table of per-node compute and one of bus bandwidth (the
-NCCL-tests convention: algorithm bandwidth x 2(n-1)/n).
+NCCL-tests convention: algorithm bandwidth x 2(n-1)/n). Local rank 0 of each node also reports
+its node's GFLOP/s (its ranks' sum) and the bus bandwidth of the largest all-reduce as progress
+(``gflops``, ``allreduce_busbw_gbps``): the node's agent records both on the node, and
+``minihpc nodes --long`` shows them.
 """
 #MINIHPC --nodes 3
 #MINIHPC --time 10
@@ -18,6 +21,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+from minihpc import progress
 
 
 def gflops(size: int, repeats: int) -> float:
@@ -59,6 +64,11 @@ def main() -> int:
         algbw = size / seconds / 1e9
         rows.append((size, seconds, algbw, algbw * 2 * (world - 1) / world))
         size *= 4
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:  # one report per node, for all its ranks
+        measured = {"gflops": sum(info["gflops"] for info in everyone if info["node"] == node)}
+        if rows:
+            measured["allreduce_busbw_gbps"] = rows[-1][3]
+        progress.report(0, **measured)
     if rank == 0:
         print(f"compute ({args.matrix}x{args.matrix} float32 matmul):")
         print(f"{'rank':>4}  {'node':<16} {'threads':>7} {'GFLOP/s':>9}")

@@ -26,7 +26,10 @@ class Cluster:
         self.api_port = free_port()
         # Many tests here kill nodes on purpose; a real budget would drain them part-way
         # through the suite (draining is tested in e2e and in tests/unit/test_health.py (restart_policy)).
-        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100", MINIHPC_JOB_LOG_MAX="4194304")
+        # No speed probe (a few CPU-seconds per agent start, and the suite restarts agents often):
+        # tests/integration/test_node_hardware.py turns it on for a cluster of its own.
+        self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100", MINIHPC_JOB_LOG_MAX="4194304",
+                        MINIHPC_SPEED_PROBE="0")
         self.env.pop("MINIHPC_REDIS_URL", None)
 
     def cli(self, *args, check=True, timeout=120, env=None, input=None):

@@ -128,6 +128,22 @@ def nodes_table(nodes: list[NodeStatus], now: float, partitions: Partitions | No
     return render(["NODE", "STATE", "PARTITION", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"], rows)
 
 
+LONG_HEADERS = ["NODE", "STATE", "CPUS", "CPU-LIMIT", "MEMORY", "GPUS", "GFLOPS", "ALLREDUCE-GB/S", "CPU-MODEL",
+                "GPU-MODEL"]
+"""``nodes --long``: what each node is made of and was measured to do; the models, which hold
+spaces, last."""
+
+
+def long_rows(nodes: list[NodeStatus]) -> list[list[str]]:
+    """``nodes --long``'s rows, ``-`` for what is not known (never measured, no limit, no GPU)."""
+    def shown(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    return [[n.name, n.state.value, str(n.cpus), shown(n.cpu_limit, "g"), human_bytes(n.memory_bytes), str(n.gpus),
+             shown(n.gflops, ".1f"), shown(n.allreduce_gbps, ".2f"), n.cpu_model or "-", n.gpu_model or "-"]
+            for n in nodes]
+
+
 def incident_line(i: dict) -> str:
     extra = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                      for k, v in sorted(i.items()) if k not in ("at", "kind", "node", "job") and v is not None)

@@ -6,9 +6,11 @@ import sys
 import time
 
 from minihpc.cli.display import (
+    LONG_HEADERS,
     QUEUE_HEADERS,
     clock,
     incident_line,
+    long_rows,
     nodes_table,
     print_json,
     queue_rows,
@@ -131,9 +133,14 @@ def cmd_nodes(args, settings: Settings) -> int:
         print_json([
             {"name": n.name, "state": n.state.value, "addr": n.addr, "cpus": n.cpus, "memory_bytes": n.memory_bytes,
              "gpus": n.gpus, "partitions": partitions.of_node(n.name),
-             "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics}
+             "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics,
+             "cpu_model": n.cpu_model, "cpu_limit": n.cpu_limit, "gpu_model": n.gpu_model, "gflops": n.gflops,
+             "allreduce_gbps": n.allreduce_gbps}
             for n in nodes
         ])
+        return 0
+    if args.long:
+        print(render(LONG_HEADERS, long_rows(nodes)))
         return 0
     print(nodes_table(nodes, time.time(), partitions))
     return 0
@@ -206,6 +213,9 @@ def add_parsers(sub) -> None:
     p.add_argument("-R", "--list-reasons", action="store_true",
                    help="drained and DOWN nodes with the reason, as sinfo -R (who drained: not recorded)")
     p.add_argument("-N", "--Node", action="store_true", help="accepted for sinfo -N: the list is one line per node already")
+    p.add_argument("-l", "--long", action="store_true",
+                   help="what each node is made of and was measured to do: CPU limit, GFLOP/s, all-reduce GB/s, "
+                        "CPU and GPU models")
     p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
     p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
     p.add_argument("--forget", nargs="+", metavar="NODE", default=None, help="remove DOWN nodes from the registry")

@@ -84,6 +84,11 @@ NODE_GPUS = -1
 """GPUs a node agent registers (MINIHPC_NODE_GPUS, for tests and operators); -1: the agent
 counts its ``/dev/nvidiaN`` device files."""
 
+SPEED_PROBE = True
+"""Whether a node agent measures its compute speed once when it starts (MINIHPC_SPEED_PROBE:
+python -m minihpc.machine.speed_probe, a few seconds of one process, in the background; the
+figure is ``nodes --long``'s GFLOPS). Off (0) for tests that start many agents."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -106,6 +111,7 @@ class Settings:
     partitions: str = PARTITIONS
     default_partition: str = DEFAULT_PARTITION
     node_gpus: int = NODE_GPUS
+    speed_probe: bool = SPEED_PROBE
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -190,6 +196,10 @@ _TEXTS = {"redis_url", "job_user", "partitions", "default_partition"}
 """Settings kept as text."""
 
 
+_FLAGS = {"speed_probe"}
+"""Settings that are on or off: true/false, 1/0, yes/no, on/off."""
+
+
 _ZERO_TURNS_OFF = {"keep_ended_days"}
 """Number settings that may be 0, which turns their limit off; every other number is positive."""
 
@@ -197,6 +207,8 @@ _ZERO_TURNS_OFF = {"keep_ended_days"}
 def _coerce(name: str, value):
     if name in _TEXTS:
         return str(value)
+    if name in _FLAGS:
+        return _flag(name, value)
     if name in _COUNTS:
         try:
             count = int(str(value))
@@ -214,3 +226,14 @@ def _coerce(name: str, value):
     if number <= 0:
         raise UsageError(f"setting {name}={value!r} must be positive" + (" or 0" if name in _ZERO_TURNS_OFF else ""))
     return number
+
+
+def _flag(name: str, value) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"setting {name}={value!r} is not on or off (1/0, true/false, yes/no, on/off)")

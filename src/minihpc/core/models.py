@@ -265,6 +265,11 @@ class NodeStatus:
     last_heartbeat: float | None = None
     metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
     gpus: int = 0  # GPUs the node has (--gres=gpu:N)
+    cpu_model: str = ""  # as /proc/cpuinfo names it (machine.hardware); "" before a registration said
+    cpu_limit: float | None = None  # its cgroup's CPU quota in CPUs; None: unlimited
+    gpu_model: str = ""  # its GPUs' model(s), NVML's names; "" without GPUs
+    gflops: float | None = None  # measured compute speed (core.measurements); None: not measured
+    allreduce_gbps: float | None = None  # all-reduce bus bandwidth of its last benchmark job
 
     @property
     def state(self) -> NodeState:

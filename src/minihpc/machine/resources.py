@@ -111,13 +111,16 @@ def gpu_count(dev: Path = Path("/dev")) -> int:
 
 
 class NVML:
-    """GPU utilisation and memory through the driver's libnvidia-ml (no Python binding needed)."""
+    """GPU models, utilisation and memory through the driver's libnvidia-ml (no Python binding needed)."""
 
     class _Util(ctypes.Structure):
         _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
     class _Mem(ctypes.Structure):
         _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    NAME_BUFFER = 96
+    """Bytes for a device name (NVML_DEVICE_NAME_V2_BUFFER_SIZE)."""
 
     def __init__(self):
         self.lib = None
@@ -129,7 +132,7 @@ class NVML:
             self.lib = None
 
     def gpus(self) -> list[dict]:
-        """[{index, utilization (0-1), memory_used, memory_total}], empty without a GPU."""
+        """[{index, name, utilization (0-1), memory_used, memory_total}], empty without a GPU."""
         if self.lib is None:
             return []
         count = ctypes.c_uint()
@@ -145,8 +148,16 @@ class NVML:
             ok_mem = self.lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) == 0
             out.append({
                 "index": i,
+                "name": self._name(handle),
                 "utilization": util.gpu / 100.0 if ok_util else None,
                 "memory_used": mem.used if ok_mem else None,
                 "memory_total": mem.total if ok_mem else None,
             })
         return out
+
+    def _name(self, handle: ctypes.c_void_p) -> str | None:
+        """The device's model (``NVIDIA H100 80GB HBM3``), None when NVML will not say."""
+        buffer = ctypes.create_string_buffer(self.NAME_BUFFER)
+        if self.lib.nvmlDeviceGetName(handle, buffer, ctypes.c_uint(self.NAME_BUFFER)) != 0:
+            return None
+        return buffer.value.decode(errors="replace").strip() or None

@@ -4,7 +4,9 @@ runs a job.
 ``minihpc_node_*`` is the node itself: its container's cgroup in Compose (every container
 shares one kernel, so system-wide figures would be the host's), the agent's process tree in
 local mode. ``minihpc_host_*`` is the machine underneath, as psutil sees it. GPUs appear as
-``minihpc_gpu_*`` when NVML finds one.
+``minihpc_gpu_*`` when NVML finds one. What the node is and was measured to do (its CPU and GPU
+models, CPU limit, GFLOP/s and all-reduce bandwidth) comes from its record as registered, the
+same figures ``minihpc nodes --long`` shows (:mod:`minihpc.core.measurements`).
 
 Each node agent serves it on ``--metrics-port`` and records ``host:port`` in its node hash, so
 the master can write Prometheus's file-based service discovery from the node registry
@@ -20,17 +22,21 @@ from collections.abc import Callable, Iterator
 import psutil
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from minihpc.core.models import NodeStatus
 from minihpc.machine import resources
 
 
 class NodeCollector:
-    """Read at scrape time; ``current_job`` says which job holds the node (None: idle)."""
+    """Read at scrape time; ``current_job`` says which job holds the node (None: idle),
+    ``record`` what its registry record holds (None: unknown now)."""
 
     def __init__(self, node: str, current_job: Callable[[], int | None],
-                 shared_dir: Callable[[], str | None] = lambda: None, container: bool | None = None):
+                 shared_dir: Callable[[], str | None] = lambda: None,
+                 record: Callable[[], NodeStatus | None] = lambda: None, container: bool | None = None):
         self.node = node
         self.current_job = current_job
         self.shared_dir = shared_dir
+        self.record = record
         self.container = resources.in_container() if container is None else container
         self.nvml = resources.NVML()
         psutil.cpu_percent(None)  # prime the counter: the first call always returns 0.0
@@ -80,6 +86,8 @@ class NodeCollector:
             yield self._gauge("minihpc_node_disk_size_bytes", "Size of the shared volume's filesystem.",
                               disk.total, mount="shared")
 
+        yield from self._hardware(self.record())
+
         yield self._gauge("minihpc_host_cpu_usage_ratio", "Host CPU busy fraction since the last scrape (0-1).",
                           psutil.cpu_percent(None) / 100.0)
         yield self._gauge("minihpc_host_cpus", "CPUs of the host.", cpus)
@@ -102,3 +110,19 @@ class NodeCollector:
                     mem.add_metric(labels, gpu["memory_used"])
                     total.add_metric(labels, gpu["memory_total"])
             yield from (util, mem, total)
+
+    def _hardware(self, record: NodeStatus | None) -> Iterator[Metric]:
+        """What the node registered and what was measured of it; each figure only when known."""
+        if record is None:
+            return
+        yield self._gauge("minihpc_node_info", "The node's hardware as it registered, in labels; always 1.", 1.0,
+                          cpu_model=record.cpu_model, gpu_model=record.gpu_model)
+        if record.cpu_limit is not None:
+            yield self._gauge("minihpc_node_cpu_limit_cpus", "CPUs the node's cgroup quota allows (only when it "
+                              "has one).", record.cpu_limit)
+        if record.gflops is not None:
+            yield self._gauge("minihpc_node_compute_gflops", "GFLOP/s of float32 matrix multiplies on the node "
+                              "(its speed probe at agent start, or its last benchmark job).", record.gflops)
+        if record.allreduce_gbps is not None:
+            yield self._gauge("minihpc_node_allreduce_busbw_gbytes_per_second", "All-reduce bus bandwidth (GB/s) "
+                              "of the last benchmark job the node ran in (jobs/benchmark.py).", record.allreduce_gbps)

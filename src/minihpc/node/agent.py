@@ -15,16 +15,17 @@ import socket
 import threading
 import warnings
 
-import psutil
 import redis
 from rq import Queue, SimpleWorker
 
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
+from minihpc.core.models import NodeStatus
+from minihpc.machine import hardware
 from minihpc.machine.resources import gpu_count
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
-from minihpc.node import identity
+from minihpc.node import identity, speed
 from minihpc.node.share import run_share
 from minihpc.state.connect import connect
 from minihpc.state.queues import SERIALIZER, node_queue
@@ -124,24 +125,37 @@ class NodeAgent:
         queue.empty()
         metrics = ""
         if self.metrics_port is not None:
-            collector = NodeCollector(self.name, self._current_job, self._models_dir)
+            collector = NodeCollector(self.name, self._current_job, self._models_dir, self._record)
             metrics = f"{self.addr}:{serve(self.metrics_port, collector)}"
+        gpus = self.settings.node_gpus if self.settings.node_gpus >= 0 else gpu_count()
         self.store.register_node(
             self.name,
             self.addr,
-            cpus=os.cpu_count() or 1,
-            memory_bytes=psutil.virtual_memory().total,
-            gpus=self.settings.node_gpus if self.settings.node_gpus >= 0 else gpu_count(),
+            cpus=hardware.usable_cpus(),
+            memory_bytes=hardware.memory_bytes(),
+            gpus=gpus,
             ttl=self.settings.node_timeout,
             metrics=metrics,
+            cpu_model=hardware.cpu_model(),
+            cpu_limit=hardware.cpu_limit(),
+            gpu_model=hardware.gpu_model(hardware.gpus(), gpus),
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
         log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
+        if self.settings.speed_probe:
+            speed.probe_in_background(self.store, self.name)
 
     def _models_dir(self) -> str | None:
         """Where checkpoints go (the shared volume that fills up first), once the master has said."""
         try:
             return self.store.cluster_info().get("checkpoint_dir")
+        except redis.RedisError:  # a scrape must not fail on Redis
+            return None
+
+    def _record(self) -> NodeStatus | None:
+        """The node as registered and measured, for the exporter (None while Redis is away)."""
+        try:
+            return self.store.node_status(self.name)
         except redis.RedisError:  # a scrape must not fail on Redis
             return None
 

@@ -1,5 +1,6 @@
 """A job's progress reports on their way to Redis: the ranks write their newest record to a
-file (job.progress); the node's share forwards it while they run (see node.share)."""
+file (job.progress); the node's share forwards it while they run (see node.share). A benchmark's
+report also updates what the node's record says was measured of it (core.measurements)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 
 import redis
 
+from minihpc.core import measurements
 from minihpc.core.launch_spec import LaunchSpec
 from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
 from minihpc.job import progress
@@ -43,9 +45,18 @@ class Progress:
                     self.store.record_progress(self.spec.job_id, self.spec.attempt, self.spec.node, checked.record)
                 except redis.RedisError:  # best effort: a refused write never fails the job
                     continue
+                self._measured(checked.record)
             self.forwarded[path] = raw
             if path == self.first:
                 unlink(self.first)
+
+    def _measured(self, record: dict) -> None:
+        """Copy what a benchmark's report measured to the node's record; once, even if that fails."""
+        measured = measurements.node_updates(record, self.spec.job_id)
+        try:
+            self.store.record_measures(self.spec.node, measured)
+        except redis.RedisError as exc:
+            log.warning("job %s on %s: could not record the node's measures: %s", self.spec.job_id, self.spec.node, exc)
 
     def _complain(self, checked: Checked) -> None:
         self.bad += 1

@@ -56,7 +56,9 @@ NODES = "minihpc:nodes"
 """Set: names of every node that ever registered."""
 
 NODE = "minihpc:node:{0}"
-"""Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, gpus, ...)."""
+"""Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, gpus, cpu_model,
+cpu_limit, gpu_model, ...) and what was measured of it (gflops, allreduce_gbps, each with when and
+by which job: core.measurements)."""
 
 NODE_ALIVE = "minihpc:node:{0}:alive"
 """String with a TTL: present while node {0}'s agent heartbeats; its absence means DOWN."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+from minihpc.core import measurements
 from minihpc.core.models import NodeStatus
 from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
@@ -19,19 +20,39 @@ class NodeRegistry:
     r: object
 
     def register_node(
-        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = "", gpus: int = 0
+        self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = "", gpus: int = 0,
+        cpu_model: str = "", cpu_limit: float | None = None, gpu_model: str = "",
     ) -> None:
+        """Record what the node is made of (each registration says it anew) and that it is up.
+        What was measured of it (core.measurements) stays until measured again."""
         now = time.time()
         with self.r.pipeline() as pipe:
             pipe.sadd(keys.NODES, name)
             pipe.hset(
                 keys.node(name),
                 mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes, "gpus": gpus,
+                         "cpu_model": cpu_model, "gpu_model": gpu_model,
                          "metrics": metrics, "registered_at": now, "last_heartbeat": now},
             )
+            if cpu_limit is not None:
+                pipe.hset(keys.node(name), "cpu_limit", cpu_limit)
+            else:
+                pipe.hdel(keys.node(name), "cpu_limit")
             pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
             pipe.rpush(keys.EVENTS, f"node {name}")
             pipe.execute()
+
+    def record_speed(self, name: str, gflops: float, at: float) -> None:
+        """The speed probe's figure for node ``name`` (core.measurements.probe_fields)."""
+        with self.r.pipeline() as pipe:
+            pipe.hset(keys.node(name), mapping=measurements.probe_fields(gflops, at))
+            pipe.hdel(keys.node(name), measurements.GFLOPS_JOB)
+            pipe.execute()
+
+    def record_measures(self, name: str, fields: dict[str, float | int]) -> None:
+        """Figures a benchmark job measured on node ``name`` (core.measurements.node_updates)."""
+        if fields:
+            self.r.hset(keys.node(name), mapping=fields)
 
     def heartbeat(self, name: str, ttl: float) -> None:
         now = time.time()
@@ -57,30 +78,18 @@ class NodeRegistry:
         names = sorted(text(n) for n in self.r.smembers(keys.NODES))
         with self.r.pipeline(transaction=False) as pipe:
             for name in names:
-                pipe.hgetall(keys.node(name))
-                pipe.exists(keys.node_alive(name))
-                pipe.get(keys.node_alloc(name))
-                pipe.get(keys.node_drain(name))
+                _read_node(pipe, name)
             raw = pipe.execute()
-        out = []
-        for i, name in enumerate(names):
-            info, alive, alloc, drain = raw[4 * i : 4 * i + 4]
-            info = texts(info)
-            out.append(
-                NodeStatus(
-                    name=name,
-                    addr=info.get("addr", name),
-                    alive=bool(alive),
-                    job=int(alloc) if alloc is not None else None,
-                    drain_reason=text(drain),
-                    cpus=int(info.get("cpus") or 0),
-                    memory_bytes=int(info.get("memory_bytes") or 0),
-                    gpus=int(info.get("gpus") or 0),
-                    last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
-                    metrics=info.get("metrics") or None,
-                )
-            )
+        out = [_node_status(name, *raw[4 * i : 4 * i + 4]) for i, name in enumerate(names)]
         return sorted(out, key=lambda n: node_sort_key(n.name))
+
+    def node_status(self, name: str) -> NodeStatus | None:
+        """Node ``name`` as :meth:`node_statuses` has it, or None when it is not registered."""
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.sismember(keys.NODES, name)
+            _read_node(pipe, name)
+            member, *raw = pipe.execute()
+        return _node_status(name, *raw) if member else None
 
     def release_node(self, node: str) -> int | None:
         """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
@@ -134,6 +143,35 @@ class NodeRegistry:
 
     def restarts(self, node: str) -> list[float]:
         return sorted(float(x) for x in self.r.lrange(keys.node_restarts(node), 0, -1))
+
+
+def _read_node(pipe, name: str) -> None:
+    """Queue the four reads :func:`_node_status` takes, in its order."""
+    pipe.hgetall(keys.node(name))
+    pipe.exists(keys.node_alive(name))
+    pipe.get(keys.node_alloc(name))
+    pipe.get(keys.node_drain(name))
+
+
+def _node_status(name: str, info: dict, alive, alloc, drain) -> NodeStatus:
+    info = texts(info)
+    return NodeStatus(
+        name=name,
+        addr=info.get("addr", name),
+        alive=bool(alive),
+        job=int(alloc) if alloc is not None else None,
+        drain_reason=text(drain),
+        cpus=int(info.get("cpus") or 0),
+        memory_bytes=int(info.get("memory_bytes") or 0),
+        gpus=int(info.get("gpus") or 0),
+        last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+        metrics=info.get("metrics") or None,
+        cpu_model=info.get("cpu_model", ""),
+        cpu_limit=measurements.number(info.get("cpu_limit")),
+        gpu_model=info.get("gpu_model", ""),
+        gflops=measurements.number(info.get(measurements.GFLOPS)),
+        allreduce_gbps=measurements.number(info.get(measurements.ALLREDUCE)),
+    )
 
 
 def node_sort_key(name: str) -> tuple:
