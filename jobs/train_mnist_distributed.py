@@ -12,6 +12,14 @@ rank resumes from the latest valid checkpoint (model, optimizer, random states; 
 the sampler's position), so a requeued job continues where it was. Rank 0 logs loss and
 samples/s; with --tensorboard DIR it also writes loss, samples/s and gradient norm per step as
 TensorBoard event files there (and to W&B, offline, when wandb is installed).
+
+--balance (for nodes of unequal speed) keeps the global batch at --batch-size x ranks but gives
+each rank a share in proportion to its measured speed, re-split every --balance-every steps when
+a rank's speed moved by more than --balance-threshold; every rank's batch is a slice of the same
+global batch, and its loss is weighted so the update (and the logged loss, the global batch's)
+equals one process's training on --batch-size x ranks. The shares are saved in the checkpoint and
+restored on resume. --profile STEPS (or $MINIHPC_PROFILE) writes a PyTorch profiler trace per rank
+of those steps into the checkpoint directory's profile/ folder.
 """
 #MINIHPC --nodes 3
 #MINIHPC --time 30
@@ -20,6 +28,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import TextIO
 
 import torch
 import torch.distributed as dist
@@ -28,7 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
-from minihpc import checkpoint, preempt, progress, tracking
+from minihpc import balance, checkpoint, preempt, profiling, progress, tracking
 
 
 def parse_args():
@@ -41,9 +50,22 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=10, help="steps between log lines")
     p.add_argument("--data-root", default=None, help="default: $MINIHPC_DATA_DIR")
     p.add_argument("--checkpoint-dir", default=os.environ.get("MINIHPC_CHECKPOINT_DIR") or "checkpoints")
-    p.add_argument("--loss-log", default=None, help="rank 0 appends 'attempt step loss' for every step here")
+    p.add_argument("--loss-log", default=None,
+                   help="rank 0 appends 'attempt step loss' for every step here (a relative path: in the checkpoint "
+                        "directory, which the job may write)")
+    p.add_argument("--double", action="store_true",
+                   help="train in float64: float32 rounding, amplified by training, makes two runs that differ "
+                        "only in summation order drift apart after a few dozen steps; float64 does not")
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="rank 0 writes loss, samples/s and gradient norm per step as TensorBoard event files here")
+    p.add_argument("--balance", action="store_true",
+                   help="split the global batch (--batch-size x ranks) by each rank's measured speed")
+    p.add_argument("--balance-every", type=int, default=balance.EVERY, help="steps between speed checks")
+    p.add_argument("--balance-threshold", type=float, default=balance.THRESHOLD,
+                   help="re-split when a rank's speed moved by more than this fraction")
+    p.add_argument("--profile", type=profiling.steps_argument, default=os.environ.get(profiling.ENV), metavar="STEPS",
+                   help="N (N steps after a warm-up) or A:B (steps A to B): a PyTorch profiler trace per rank "
+                        f"(default: ${profiling.ENV})")
     return p.parse_args()
 
 
@@ -54,7 +76,7 @@ class Run:
     args: argparse.Namespace
     rank: int
     world: int
-    sampler: DistributedSampler
+    sampler: DistributedSampler | balance.GlobalBatchSampler
     loader: DataLoader
     model: DDP
     timer: progress.StepTimer
@@ -62,6 +84,8 @@ class Run:
     steps_per_epoch: int
     total_steps: int
     images: int
+    balancer: balance.Balancer | None
+    profiler: profiling.Profiler
     step: int = 0
     loss: float = 0.0
 
@@ -70,13 +94,14 @@ def setup(args) -> Run:
     """The process group, data, model and optimizer, in the same order on every attempt (the
     order decides what the seeded generator gives each of them)."""
     torch.set_num_threads(1)  # ranks share a node's cores; oversubscription slows everyone
+    if args.double:
+        torch.set_default_dtype(torch.float64)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
 
     train = mnist.dataset(mnist.data_root(args.data_root), train=True)
-    sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
-    loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+    sampler, loader, balancer = data(args, train, rank, world)
     model = DDP(mnist.Net())
     timer = progress.StepTimer()
     timer.hook_allreduce(model)  # before any backward pass, as DDP requires
@@ -88,8 +113,21 @@ def setup(args) -> Run:
     model.zero_grad(set_to_none=True)
     timer.lap()  # the throwaway pass is not a step
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    profiler = profiling.Profiler.configured(args.profile, os.path.join(args.checkpoint_dir, "profile"), rank)
     return Run(args, rank, world, sampler, loader, model, timer, optimizer, len(loader), len(loader) * args.epochs,
-               len(train))
+               len(train), balancer, profiler)
+
+
+def data(args, train, rank: int, world: int):
+    """(sampler, loader, balancer): each rank its own shard in equal batches, or with --balance
+    its share of every global batch of --batch-size x ranks."""
+    if not args.balance:
+        sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
+        return sampler, DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True), None
+    balancer = balance.Balancer(args.batch_size * world, rank, world, every=args.balance_every,
+                                threshold=args.balance_threshold)
+    sampler = balance.GlobalBatchSampler(len(train), balancer.global_batch, rank, lambda: balancer.shares, args.seed)
+    return sampler, DataLoader(train, batch_sampler=sampler), balancer
 
 
 def resume(run: Run) -> None:
@@ -100,23 +138,31 @@ def resume(run: Run) -> None:
         run.optimizer.load_state_dict(found.state["optimizer"])
         run.step = found.state["step"]
         checkpoint.set_rng_state(found.state.get("rng", {}))
+        if run.balancer is not None and found.state.get("balance"):
+            run.balancer.load_state_dict(found.state["balance"])
         if run.rank == 0:
             print(f"resumed from {found.path} at step {run.step} of {run.total_steps}", flush=True)
     elif run.rank == 0:
         print(f"starting: {run.images} images, {run.world} ranks, {run.steps_per_epoch} steps per epoch, "
               f"{run.total_steps} steps", flush=True)
+    if run.balancer is not None and run.rank == 0:
+        print(f"balanced batches: global batch {run.balancer.global_batch}, batch sizes "
+              f"{'/'.join(map(str, run.balancer.shares))} to start", flush=True)
 
 
 def save(run: Run) -> None:
     if run.rank == 0:
-        checkpoint.save(run.args.checkpoint_dir, run.step, {
+        state = {
             "step": run.step,
             "model": run.model.module.state_dict(),
             "optimizer": run.optimizer.state_dict(),
             "rng": checkpoint.rng_state(),
             "world_size": run.world,
             "args": vars(run.args),
-        })
+        }
+        if run.balancer is not None:
+            state["balance"] = run.balancer.state_dict()
+        checkpoint.save(run.args.checkpoint_dir, run.step, state)
 
 
 def main() -> int:
@@ -136,59 +182,131 @@ def main() -> int:
 
 def train(run: Run, stop: preempt.StopRequest) -> int | None:
     """Train to the last step (None), or checkpoint and return the exit code when asked to stop."""
-    args, reports = run.args, int(os.environ.get("LOCAL_RANK", "0")) == 0  # one progress report per node
-    attempt = os.environ.get("MINIHPC_ATTEMPT", "1")
-    loss_log = open(args.loss_log, "a") if args.loss_log and run.rank == 0 else None
-    tracker = tracking.Tracker(args.tensorboard if run.rank == 0 else None, use_wandb=run.rank == 0,
-                               project="minihpc-mnist", config=vars(args), wandb_dir=args.checkpoint_dir)
-    window_start, window_samples = time.perf_counter(), 0
+    out = outputs(run)
     while run.step < run.total_steps:
         epoch, skip = divmod(run.step, run.steps_per_epoch)
-        run.sampler.set_epoch(epoch)
-        batches = iter(run.loader)
-        for i in range(run.steps_per_epoch):
-            if i < skip:  # resuming mid-epoch: the same order, so skip what was trained
-                next(batches)
-                continue
-            loss, samples = train_step(run, batches)
-            run.loss = loss.item()
-            if reports:
-                metrics = {"loss": loss.item(), "grad_norm": grad_norm(run.model), **run.timer.lap(samples=samples)}
-                progress.report(run.step, total=run.total_steps, rank=run.rank, **metrics)
-                tracker.log(run.step, **{k: metrics.get(k) for k in ("loss", "samples_per_second", "grad_norm")})
-            if loss_log is not None:
-                loss_log.write(f"{attempt} {run.step} {loss.item():.10e}\n")
-                loss_log.flush()
-            window_samples += samples
-            if run.rank == 0 and (run.step % args.log_every == 0 or run.step == run.total_steps):
-                elapsed = time.perf_counter() - window_start
-                print(f"epoch {epoch + 1}/{args.epochs} step {run.step}/{run.total_steps} "
-                      f"loss {loss.item():.4f} samples/s {window_samples / elapsed:.0f}", flush=True)
-                window_start, window_samples = time.perf_counter(), 0
-            if run.step % args.checkpoint_every == 0:
+        batches = epoch_batches(run, epoch, skip)
+        for _ in range(skip, run.steps_per_epoch):
+            loss, local = profiled_step(run, batches)
+            record(run, out, epoch, loss, local)
+            if run.step % run.args.checkpoint_every == 0:
                 save(run)
             if stop.agreed():
-                tracker.close()
+                out.tracker.close()
+                profiled(run, run.profiler.close())
                 return stopped(run.step, lambda: save(run))
             if run.step >= run.total_steps:
                 break
-    tracker.close()
+    out.tracker.close()
+    profiled(run, run.profiler.close())
     return None
 
 
+@dataclass
+class Outputs:
+    """Where each step's results go: the node's progress report (from local rank 0), rank 0's
+    loss log, tracker and log lines; samples/s is counted over the ``window`` between lines."""
+
+    reports: bool
+    attempt: str
+    loss_log: TextIO | None
+    tracker: tracking.Tracker
+    window_start: float
+    window_samples: int = 0
+
+
+def outputs(run: Run) -> Outputs:
+    args = run.args
+    tracker = tracking.Tracker(args.tensorboard if run.rank == 0 else None, use_wandb=run.rank == 0,
+                               project="minihpc-mnist", config=vars(args), wandb_dir=args.checkpoint_dir)
+    return Outputs(int(os.environ.get("LOCAL_RANK", "0")) == 0,  # one progress report per node
+                   os.environ.get("MINIHPC_ATTEMPT", "1"),
+                   open_loss_log(args) if args.loss_log and run.rank == 0 else None,
+                   tracker, time.perf_counter())
+
+
+def open_loss_log(args) -> TextIO:
+    path = os.path.join(args.checkpoint_dir, args.loss_log)  # an absolute --loss-log stays as it is
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "a")
+
+
+def epoch_batches(run: Run, epoch: int, skip: int):
+    """``epoch``'s batches from its step ``skip`` on (resuming mid-epoch: the same order)."""
+    if run.balancer is not None:
+        run.sampler.set_epoch(epoch, start=skip)  # the step gives the position, whatever the shares
+        return iter(run.loader)
+    run.sampler.set_epoch(epoch)
+    batches = iter(run.loader)
+    for _ in range(skip):  # skip what was trained
+        next(batches)
+    return batches
+
+
+def profiled_step(run: Run, batches) -> tuple[torch.Tensor, int]:
+    run.profiler.begin(run.step + 1)
+    loss, local = train_step(run, batches)
+    profiled(run, run.profiler.end(run.step))
+    return loss, local
+
+
+def profiled(run: Run, trace) -> None:
+    if trace is not None:
+        print(f"rank {run.rank}: profile written to {trace}", flush=True)
+
+
+def record(run: Run, out: Outputs, epoch: int, loss: torch.Tensor, local: int) -> None:
+    """A trained step's loss and timings to the progress report, tracker, loss log and log line.
+    With --balance the loss is the global batch's and the step may re-split the batch."""
+    args = run.args
+    if run.balancer is None:
+        value, samples, lap, extra = loss.item(), local * run.world, None, {}
+    else:
+        value, samples = run.balancer.global_loss(loss.item(), local), run.balancer.global_batch
+        lap, extra = balance_step(run, local, samples)
+    run.loss = value
+    if out.reports:
+        metrics = {"loss": value, "grad_norm": grad_norm(run.model), **(lap or run.timer.lap(samples=samples)), **extra}
+        progress.report(run.step, total=run.total_steps, rank=run.rank, **metrics)
+        out.tracker.log(run.step, **{k: metrics.get(k) for k in ("loss", "samples_per_second", "grad_norm")})
+    if out.loss_log is not None:
+        out.loss_log.write(f"{out.attempt} {run.step} {value:.10e}\n")
+        out.loss_log.flush()
+    out.window_samples += samples
+    if run.rank == 0 and (run.step % args.log_every == 0 or run.step == run.total_steps):
+        elapsed = time.perf_counter() - out.window_start
+        print(f"epoch {epoch + 1}/{args.epochs} step {run.step}/{run.total_steps} "
+              f"loss {value:.4f} samples/s {out.window_samples / elapsed:.0f}", flush=True)
+        out.window_start, out.window_samples = time.perf_counter(), 0
+
+
+def balance_step(run: Run, local: int, samples: int) -> tuple[dict, dict]:
+    """Every rank, every step with --balance: time its own work, feed its speed to the balancer
+    (a re-split every --balance-every steps; rank 0 logs it). (phase times, extra metrics)"""
+    lap = run.timer.lap(samples=samples)
+    seconds = balance.own_seconds(lap)
+    run.balancer.observe(local, seconds)
+    change = run.balancer.step(run.step)
+    if change is not None and run.rank == 0:
+        print(change, flush=True)
+    return lap, {"batch_size": local, "compute_seconds": seconds}
+
+
 def train_step(run: Run, batches) -> tuple[torch.Tensor, int]:
-    """One step, timed by phase: (its loss, the samples all ranks trained on)."""
+    """One step, timed by phase: (this rank's mean loss, its batch size)."""
     with run.timer.phase("data"):
         images, labels = next(batches)
+        images = images.to(torch.get_default_dtype())  # float64 with --double; else unchanged
     run.optimizer.zero_grad()
     with run.timer.phase("forward"):
         loss = F.cross_entropy(run.model(images), labels)
     with run.timer.phase("backward"):
-        loss.backward()
+        # --balance: weight world * b / B, so DDP's average is the global batch's mean gradient
+        (loss if run.balancer is None else run.balancer.scale_loss(loss, len(labels))).backward()
     with run.timer.phase("optimizer"):
         run.optimizer.step()
     run.step += 1
-    return loss, len(labels) * run.world
+    return loss, len(labels)
 
 
 def grad_norm(model) -> float:

@@ -3,17 +3,17 @@
 The package is built in layers, each a subpackage that imports only the layers below it
 (tests/unit/test_layers.py enforces it; the README's "How it is built" lists them).
 
-Job scripts import the job SDK as ``from minihpc import checkpoint, progress, preempt, tracking``: those
-names are loaded from :mod:`minihpc.job` on first use. Nothing here connects to Redis or
-registers anything at import time; every process builds its own connections from an explicit
-:class:`minihpc.core.config.Settings`.
+Job scripts import the job SDK as ``from minihpc import checkpoint, progress, preempt, tracking``
+(and ``balance``, ``profiling``): those names are loaded from :mod:`minihpc.job` on first use.
+Nothing here connects to Redis or registers anything at import time; every process builds its
+own connections from an explicit :class:`minihpc.core.config.Settings`.
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
-JOB_SDK = ("checkpoint", "progress", "preempt", "tracking")
+JOB_SDK = ("balance", "checkpoint", "profiling", "progress", "preempt", "tracking")
 """What job scripts import from ``minihpc`` itself (modules of :mod:`minihpc.job`)."""
 
 
