@@ -154,7 +154,7 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-e2e bench bench-api bench-recovery lock
+.PHONY: venv test test-unit test-integration test-e2e bench bench-api bench-recovery bench-balance lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@bash scripts/venv.sh
@@ -174,10 +174,14 @@ test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/e2e -p no:cacheprovider
 
-bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, then recovery drills.
+bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, recovery drills, balanced batches.
 	@$(PY) scripts/bench.py
 	@$(PY) scripts/bench_api.py
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
+	@$(PY) scripts/bench_balance.py
+
+bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0.8, 0.4 and 0.2-CPU nodes (CPUS=a,b,c).
+	@$(PY) scripts/bench_balance.py $(if $(CPUS),--cpus $(CPUS))
 
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))

@@ -25,6 +25,8 @@ workers_apply() {  # workers_apply N
     container_name: \${MINIHPC_CONTAINER_PREFIX:-}worker-node-$i
     hostname: worker-node-$i
     command: ["node", "worker-node-$i", "--metrics-port", "9100"]
+    cpu_period: \${MINIHPC_CPU_PERIOD_WORKER_NODE_$i:-100000}us
+    cpu_quota: \${MINIHPC_CPU_QUOTA_WORKER_NODE_$i:-0}us
     depends_on:
       redis:
         condition: service_healthy
@@ -32,4 +34,27 @@ YAML
         done
     } > "$file"
     env_set COMPOSE_FILE "docker-compose.yml:$file"
+}
+
+cpu_quotas() {  # cpu_quotas N: export each node's CPU period and quota (µs) from MINIHPC_CPUS_<NODE>
+    # Docker's --cpus throttles in 100 ms periods: a quarter CPU runs 25 ms, then stalls 75 ms,
+    # and every message of a collective that reaches it then waits out the stall, at each
+    # all-reduce of every step. A short period (4 ms; longer only below a quarter CPU, as the
+    # kernel wants a quota of 1 ms at least) makes a limited node behave like a slower CPU,
+    # which is what MINIHPC_CPUS_* is for.
+    local n=$1 node var cpus limits
+    for node in master-node $(seq -f "worker-node-%g" 1 "$n"); do
+        var=$(echo "$node" | tr 'a-z-' 'A-Z_')
+        cpus=$(setting "MINIHPC_CPUS_$var" 0)
+        if ! limits=$(python3 -c '
+import math, sys
+c = float(sys.argv[1])
+assert c == 0 or 0.01 <= c <= 1024
+period = max(4000, math.ceil(1000 / c)) if c else 100000
+print(period, round(c * period))' "$cpus" 2>/dev/null); then
+            echo "up: MINIHPC_CPUS_$var must be a number of CPUs (0.01 or more; 0: no limit), not '$cpus'" >&2
+            return 2
+        fi
+        export "MINIHPC_CPU_PERIOD_$var=${limits% *}" "MINIHPC_CPU_QUOTA_$var=${limits#* }"
+    done
 }
