@@ -73,20 +73,30 @@ class Cluster:
         return not self.queue() and all(n["state"] == "idle" for n in self.nodes())
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def start_cluster(state: Path, **env: str) -> Cluster:
+    """A local cluster of master-node, worker-node-1 and -2 in ``state``, with ``env`` set."""
     if shutil.which("redis-server") is None:
         pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
-    state = tmp_path_factory.mktemp("cluster")
     c = Cluster(state, free_port())
+    c.env.update(env)
     out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", c.api_port)
     assert "MINIHPC_REDIS_URL=redis://cli:" in out.stdout
-    yield c
-    c.cli("down", "--state-dir", state, check=False)
+    return c
+
+
+def stop_cluster(c: Cluster) -> None:
+    c.cli("down", "--state-dir", c.state_dir, check=False)
     # Every daemon ran as its own Redis user (minihpc.state.acl): none may have been refused.
-    refused = [f"{log.name}: {line.strip()}" for log in sorted((state / "run").glob("*.log"))
+    refused = [f"{log.name}: {line.strip()}" for log in sorted((c.state_dir / "run").glob("*.log"))
                for line in log.read_text(errors="replace").splitlines() if "no permissions" in line]
     assert not refused, "Redis refused a daemon a command or key:\n" + "\n".join(refused[:20])
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    stop_cluster(c)
 
 
 @pytest.fixture
