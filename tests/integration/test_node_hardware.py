@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from minihpc.ops.faults import LocalFaults
 from tests.conftest import wait_until
 from tests.integration.conftest import start_cluster, stop_cluster
 
@@ -73,6 +74,23 @@ def test_every_node_registers_its_cpu_model_and_a_measured_speed(probed):
     body = urllib.request.urlopen(f"http://{node['metrics']}/metrics", timeout=5).read().decode()
     assert 'minihpc_node_compute_gflops{node="worker-node-1"}' in body
     assert f'minihpc_node_info{{cpu_model="{node["cpu_model"]}",gpu_model="",node="worker-node-1"}} 1.0' in body
+
+
+def test_an_agent_back_from_a_crash_keeps_its_figure_and_does_not_probe_again(probed):
+    """The same CPUs and limit need no second measurement: a recovering node never competes
+    with a second of busy CPU."""
+    c, node = probed, "worker-node-2"
+    wait_until(lambda: all((n["gflops"] or 0) > 0 for n in c.nodes()), timeout=60, message="the speed probes")
+    before = {n["name"]: n for n in c.nodes()}[node]
+    log = c.state_dir / "run" / f"{node}.log"
+    probes = lambda: log.read_text(errors="replace").count("(speed probe)")  # noqa: E731
+    assert probes() == 1
+    LocalFaults(c.state_dir).inject("kill", node)
+    wait_until(lambda: {n["name"]: n for n in c.nodes()}[node]["state"] == "down", timeout=30, message=f"{node} down")
+    wait_until(lambda: {n["name"]: n for n in c.nodes()}[node]["state"] == "idle", timeout=60, message=f"{node} back")
+    time.sleep(3)  # a probe, had one started, would have reported by now (it takes about 2 s here)
+    after = {n["name"]: n for n in c.nodes()}[node]
+    assert after["gflops"] == before["gflops"] and probes() == 1, (before, after, log.read_text()[-1500:])
 
 
 def test_a_benchmark_job_records_the_allreduce_bandwidth_on_its_nodes(probed):

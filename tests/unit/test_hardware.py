@@ -223,8 +223,8 @@ class FakeStore:
     def __init__(self):
         self.speeds, self.measures, self.progress = [], [], []
 
-    def record_speed(self, name, gflops, at):
-        self.speeds.append((name, gflops, at))
+    def record_speed(self, name, gflops, at, hardware=""):
+        self.speeds.append((name, gflops, at, hardware))
 
     def record_measures(self, name, fields):
         self.measures.append((name, fields))
@@ -236,14 +236,25 @@ class FakeStore:
 def test_the_probe_runs_in_the_background_and_a_failure_is_one_warning(caplog):
     store = FakeStore()
     before = time.time()
-    speed.probe_in_background(store, "n1", 10, [sys.executable, "-c", "print('{\"gflops\": 3.0}')"]).join(30)
-    [(name, gflops, at)] = store.speeds
-    assert (name, gflops) == ("n1", 3.0) and before <= at <= time.time()
+    speed.probe_in_background(store, "n1", "EPYC|2|-", 10, [sys.executable, "-c", "print('{\"gflops\": 3.0}')"]).join(30)
+    [(name, gflops, at, hardware)] = store.speeds
+    assert (name, gflops, hardware) == ("n1", 3.0, "EPYC|2|-") and before <= at <= time.time()
     with caplog.at_level(logging.INFO, logger="minihpc.node.speed"):
-        speed.probe_in_background(store, "n1", 10, [sys.executable, "-c", "raise SystemExit(2)"]).join(30)
+        speed.probe_in_background(store, "n1", "EPYC|2|-", 10, [sys.executable, "-c", "raise SystemExit(2)"]).join(30)
     assert len(store.speeds) == 1, "a failed probe records nothing"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "node n1: speed probe failed: the probe exited 2" in warnings[0].getMessage()
+
+
+def test_a_restarted_agent_probes_again_only_on_other_hardware():
+    machine = measurements.signature("AMD EPYC 7B13", 1, 0.25)
+    assert machine == "AMD EPYC 7B13|1|0.25" and measurements.signature("x", 2, None) == "x|2|-"
+    assert measurements.needs_probe({}, machine)  # never measured
+    measured = {"gflops": "24.5", "gflops_for": machine}
+    assert not measurements.needs_probe(measured, machine)  # the same CPUs and limit: keep the figure
+    assert measurements.needs_probe(measured, measurements.signature("AMD EPYC 7B13", 1, 0.5))  # a new limit
+    assert measurements.needs_probe({"gflops": "30", "gflops_job": "7"}, machine)  # a benchmark's, not the probe's
+    assert measurements.needs_probe({"gflops": "nan", "gflops_for": machine}, machine)
 
 
 def test_the_probe_is_on_unless_turned_off():

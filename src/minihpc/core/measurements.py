@@ -2,9 +2,11 @@
 
 Two sources, both measured on the node itself:
 
-- the **speed probe** (``python -m minihpc.machine.speed_probe``), which the agent runs once
-  when it starts: float32 matrix multiplies for about a second, with as many threads as the
-  node may use; it prints one JSON line, whose GFLOP/s become the node's ``gflops``;
+- the **speed probe** (``python -m minihpc.machine.speed_probe``), which the agent runs when it
+  starts on hardware not measured yet (:func:`needs_probe`: a restarted agent on the same CPUs
+  and CPU limit does not probe again, so a recovery never competes with a second of busy CPU):
+  float32 matrix multiplies for about a second, with as many threads as the node may use; it
+  prints one JSON line, whose GFLOP/s become the node's ``gflops``;
 - the **benchmark job** (``jobs/benchmark.py``), whose local rank 0 on each node reports
   ``allreduce_busbw_gbps`` (the all-reduce bus bandwidth at its largest size) and ``gflops``
   through the progress file; the agent forwarding that report copies both to the node.
@@ -25,6 +27,8 @@ GFLOPS_AT = "gflops_measured_at"
 """Node field: when ``gflops`` was measured (Unix time)."""
 GFLOPS_JOB = "gflops_job"
 """Node field: the benchmark job that measured ``gflops``; absent when the probe did."""
+GFLOPS_FOR = "gflops_for"
+"""Node field: the hardware the probe measured (:func:`signature`)."""
 
 ALLREDUCE = "allreduce_gbps"
 """Node field: all-reduce bus bandwidth (GB/s) of the last benchmark job the node ran in."""
@@ -84,9 +88,20 @@ def probe_gflops(output: str) -> float:
     return float(gflops)
 
 
-def probe_fields(gflops: float, at: float) -> dict[str, float]:
+def probe_fields(gflops: float, at: float, hardware: str) -> dict[str, float | str]:
     """The node-record fields the speed probe sets (it also clears :data:`GFLOPS_JOB`)."""
-    return {GFLOPS: gflops, GFLOPS_AT: at}
+    return {GFLOPS: gflops, GFLOPS_AT: at, GFLOPS_FOR: hardware}
+
+
+def signature(cpu_model: str, cpus: int, cpu_limit: float | None) -> str:
+    """What a speed figure depends on: the CPU model, the CPUs the node may use and its quota."""
+    return f"{cpu_model}|{cpus}|{cpu_limit if cpu_limit is not None else '-'}"
+
+
+def needs_probe(record: dict[str, str], hardware: str) -> bool:
+    """Whether the node's record lacks a probe's figure for this hardware: none yet, or one
+    measured on other CPUs or under another limit (a benchmark job's figure does not count)."""
+    return number(record.get(GFLOPS)) is None or record.get(GFLOPS_FOR) != hardware
 
 
 def number(value: str | None) -> float | None:

@@ -18,6 +18,7 @@ import warnings
 import redis
 from rq import Queue, SimpleWorker
 
+from minihpc.core import measurements
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import NodeStatus
@@ -128,22 +129,24 @@ class NodeAgent:
             collector = NodeCollector(self.name, self._current_job, self._models_dir, self._record)
             metrics = f"{self.addr}:{serve(self.metrics_port, collector)}"
         gpus = self.settings.node_gpus if self.settings.node_gpus >= 0 else gpu_count()
+        cpus, cpu_model, cpu_limit = hardware.usable_cpus(), hardware.cpu_model(), hardware.cpu_limit()
         self.store.register_node(
             self.name,
             self.addr,
-            cpus=hardware.usable_cpus(),
+            cpus=cpus,
             memory_bytes=hardware.memory_bytes(),
             gpus=gpus,
             ttl=self.settings.node_timeout,
             metrics=metrics,
-            cpu_model=hardware.cpu_model(),
-            cpu_limit=hardware.cpu_limit(),
+            cpu_model=cpu_model,
+            cpu_limit=cpu_limit,
             gpu_model=hardware.gpu_model(hardware.gpus(), gpus),
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
         log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
-        if self.settings.speed_probe:
-            speed.probe_in_background(self.store, self.name)
+        machine = measurements.signature(cpu_model, cpus, cpu_limit)
+        if self.settings.speed_probe and measurements.needs_probe(self.store.node_record(self.name), machine):
+            speed.probe_in_background(self.store, self.name, machine)
 
     def _models_dir(self) -> str | None:
         """Where checkpoints go (the shared volume that fills up first), once the master has said."""

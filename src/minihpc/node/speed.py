@@ -1,4 +1,4 @@
-"""A node's compute speed, measured once when its agent starts.
+"""A node's compute speed, measured when its agent starts on hardware not measured yet.
 
 The speed probe (:mod:`minihpc.machine.speed_probe`) runs in a process of its own, started from
 a background thread: registration and heartbeats never wait on it, the agent never imports
@@ -42,9 +42,10 @@ def run_probe(timeout: float = PROBE_TIMEOUT, command: list[str] | None = None) 
     return probe_gflops(proc.stdout)
 
 
-def probe_in_background(store: Store, node: str, timeout: float = PROBE_TIMEOUT,
+def probe_in_background(store: Store, node: str, hardware: str = "", timeout: float = PROBE_TIMEOUT,
                         command: list[str] | None = None) -> threading.Thread:
-    """Measure node ``node``'s speed in a daemon thread and record it (:meth:`Store.record_speed`)."""
+    """Measure node ``node``'s speed in a daemon thread and record it for ``hardware``
+    (core.measurements.signature; :meth:`Store.record_speed`)."""
 
     def probe() -> None:
         try:
@@ -53,7 +54,7 @@ def probe_in_background(store: Store, node: str, timeout: float = PROBE_TIMEOUT,
             log.warning("node %s: speed probe failed: %s; its GFLOPS stays unknown", node, exc)
             return
         try:
-            store.record_speed(node, gflops, time.time())
+            store.record_speed(node, gflops, time.time(), hardware)
         except redis.RedisError as exc:
             log.warning("node %s: could not record its speed (%.1f GFLOP/s): %s", node, gflops, exc)
             return

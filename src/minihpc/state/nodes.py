@@ -42,12 +42,16 @@ class NodeRegistry:
             pipe.rpush(keys.EVENTS, f"node {name}")
             pipe.execute()
 
-    def record_speed(self, name: str, gflops: float, at: float) -> None:
-        """The speed probe's figure for node ``name`` (core.measurements.probe_fields)."""
+    def record_speed(self, name: str, gflops: float, at: float, hardware: str = "") -> None:
+        """The speed probe's figure for node ``name`` on ``hardware`` (core.measurements.signature)."""
         with self.r.pipeline() as pipe:
-            pipe.hset(keys.node(name), mapping=measurements.probe_fields(gflops, at))
+            pipe.hset(keys.node(name), mapping=measurements.probe_fields(gflops, at, hardware))
             pipe.hdel(keys.node(name), measurements.GFLOPS_JOB)
             pipe.execute()
+
+    def node_record(self, name: str) -> dict[str, str]:
+        """Node ``name``'s record as stored (text fields; empty when unknown)."""
+        return texts(self.r.hgetall(keys.node(name)))
 
     def record_measures(self, name: str, fields: dict[str, float | int]) -> None:
         """Figures a benchmark job measured on node ``name`` (core.measurements.node_updates)."""
