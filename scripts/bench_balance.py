@@ -170,7 +170,7 @@ def main() -> int:
         wait_completed(store, job_id)
         rows = compare_losses(bench.single_process(f"{same} --batch-size {args.equal_batch * 3}"), bench.losses(job_id),
                               TOLERANCE)
-        batches = [e["batch_size"] for e in store.series(job_id) if "batch_size" in e]
+        batches = [int(e["batch_size"]) for e in store.series(job_id) if "batch_size" in e]
         update = {"job": job_id, "steps": len(rows), "max_abs_delta": max(r["abs_delta"] for r in rows),
                   "failed": sum(not r["pass"] for r in rows), "tolerance": TOLERANCE,
                   "batch_sizes_seen": sorted(set(batches))}
