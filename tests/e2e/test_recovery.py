@@ -211,6 +211,12 @@ def test_the_control_plane_and_redis_killed_mid_job_come_back_and_the_job_comple
     print(f"control and redis back {back:.1f}s after docker kill")
     wait_until(lambda: idle.healthy().get("control") == "healthy", timeout=60, interval=0.5, message="control healthy")
     job = idle.wait(job_id, timeout=180)
+    if (job["state"], job["attempts"]) != ("COMPLETED", 1):
+        # What it takes to tell why, in full (an assertion's message is cut short).
+        incidents = [i for i in json.loads(idle.minihpc("incidents", "--json", "-n", 300).stdout) if i["at"] >= since]
+        print(json.dumps(job, indent=1), json.dumps(incidents, indent=1), idle.make("logs", f"ID={job_id}").stdout,
+              idle.docker_compose("logs", "--tail=80", "control", "master-node", "worker-node-1",
+                                  "worker-node-2").stdout, sep="\n")
     assert (job["state"], job["attempts"]) == ("COMPLETED", 1), job
     kinds = _incident_kinds_since(idle, since)
     assert "restart" not in kinds, kinds

@@ -54,8 +54,12 @@ class Master:
         self.redis_back_at: float | None = None  # when it last answered again after an outage
         # A master that has just started has seen no heartbeat yet and may be starting after an
         # outage (its container killed with Redis, whose alive keys lapsed meanwhile): it gives
-        # the nodes a node timeout and a heartbeat to beat again before judging any.
-        self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval)
+        # the nodes a node timeout, a heartbeat and RECONNECT to beat again before judging any,
+        # as after an outage it saw (a node's beat may still sit in a connection attempt it
+        # began while Redis was away; with a node timeout and a heartbeat only, a clean-clone
+        # e2e run saw a job requeued after `docker kill` of control and Redis).
+        self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval,
+                                                              RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
