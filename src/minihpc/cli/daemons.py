@@ -173,7 +173,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--shared-dir", default=None, help="publish this shared tree as the cluster's layout")
     p.add_argument("--mode", default="compose", help="the cluster's mode as shown to users (with --shared-dir)")
     p.add_argument("--prometheus-sd-file", default=None, help="keep Prometheus file-SD targets here")
-    p.add_argument("--restarter", default=None, help="how DOWN nodes are restarted: local:STATE_DIR, docker:URL or none")
+    p.add_argument("--restarter", default=None, help="how DOWN nodes are restarted: local:STATE_DIR, docker:URL, "
+                   "ssh:CONFIG (systemd over SSH, CONFIG being the ssh config Ansible writes) or none")
     p.add_argument("--restart-token-file", default=None,
                    help="with docker:URL: file holding the restart proxy's token (also MINIHPC_RESTART_TOKEN_FILE; "
                         "else MINIHPC_RESTART_TOKEN)")
@@ -189,13 +190,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (0: any free one)")
     p.set_defaults(func=cmd_agent)
 
+    p = sub.add_parser("node-exited", help="report a node agent's end to the master (a systemd unit's ExecStopPost)")
+    p.add_argument("--name", required=True, help="the node's name")
+    p.set_defaults(func=cmd_node_exited)
+
     p = sub.add_parser("node", help="run a node's daemons: its agent, and the master with --master")
     p.add_argument("name", help="the node's name")
     p.add_argument("--master", action="store_true", help="also run the scheduler on this node")
     p.add_argument("--shared-dir", default=None, help="the shared tree (with --master)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     p.add_argument("--addr", default=None, help="address peers reach this node at (default: hostname)")
-    p.add_argument("--restarter", default=None, help="the master's restarter (with --master)")
+    p.add_argument("--restarter", default=None, help="the master's restarter (with --master): "
+                   "local:STATE_DIR, docker:URL, ssh:CONFIG or none")
     p.add_argument("--cluster-metrics-port", type=int, default=None, help="the master's cluster metrics port (with --master)")
     p.set_defaults(func=cmd_node)
 

@@ -5,7 +5,9 @@
   restart the node's container (:mod:`minihpc.restart.docker`, :mod:`minihpc.restart.proxy`),
   with the restart token from MINIHPC_RESTART_TOKEN_FILE or MINIHPC_RESTART_TOKEN
   (:mod:`minihpc.restart.token`);
-- later, systemd over SSH for hosts provisioned by Ansible: the same one-method interface.
+- ``ssh:CONFIG_FILE`` -- on hosts provisioned by Ansible, ``sudo -n systemctl restart`` the
+  node's unit (``minihpc-node.service``, or MINIHPC_RESTART_UNIT) over SSH, the node's name being
+  its host alias in the SSH config file Ansible writes (:mod:`minihpc.restart.ssh`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ class Restarter(Protocol):
 
 
 def from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> Restarter | None:
-    """``local:STATE_DIR``, ``docker:URL`` or None (no restarts). A docker restarter without
-    a token in ``env`` (default: this process's) is a UsageError now, not a 401 at each restart."""
+    """``local:STATE_DIR``, ``docker:URL``, ``ssh:CONFIG_FILE`` or None (no restarts). A docker
+    restarter without a token in ``env`` (default: this process's), or an ssh one whose config
+    file cannot be read, is a UsageError now, not a failure at each restart."""
     if not spec or spec == "none":
         return None
     kind, _, arg = spec.partition(":")
@@ -37,4 +40,8 @@ def from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> Restart
         from minihpc.restart.token import load_token
 
         return DockerRestarter(arg, load_token(os.environ if env is None else env))
-    raise UsageError(f"invalid --restarter {spec!r}: expected local:STATE_DIR, docker:URL or none")
+    if kind == "ssh" and arg:
+        from minihpc.restart.ssh import from_config
+
+        return from_config(arg, os.environ if env is None else env)
+    raise UsageError(f"invalid --restarter {spec!r}: expected local:STATE_DIR, docker:URL, ssh:CONFIG_FILE or none")
