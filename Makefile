@@ -135,6 +135,19 @@ local-demo: venv ## A local 3-node cluster running jobs/hello.py across all thre
 	@bash scripts/host-deps.sh local
 	@bash scripts/demo-local.sh
 
+##@ Real hosts (Ansible)
+.PHONY: ansible-setup ansible-check
+ansible-setup: venv ## Provision hosts into a cluster: make ansible-setup INVENTORY=ansible/inventory/hosts.yml [ARGS='--check --diff' or '--limit host']
+	@if [ -z "$(INVENTORY)" ]; then echo "usage: make ansible-setup INVENTORY=path/to/inventory.yml [ARGS='--check --diff']  (start from ansible/inventory.example.yml)" >&2; exit 2; fi
+	@if [ ! -f "$(INVENTORY)" ]; then echo "make ansible-setup: error: inventory '$(INVENTORY)' does not exist (start from ansible/inventory.example.yml)" >&2; exit 2; fi
+	@bash scripts/host-deps.sh ansible
+	@wheelhouse=$$(bash scripts/wheelhouse.sh) && ANSIBLE_CONFIG=ansible/ansible.cfg $(VENV)/bin/ansible-playbook \
+		-i "$(abspath $(INVENTORY))" ansible/site.yml -e minihpc_wheelhouse_src="$$wheelhouse" $(ARGS)
+
+ansible-check: venv ## Check ansible/: syntax, and ansible-lint with its production profile.
+	@cd ansible && ANSIBLE_CONFIG=ansible.cfg ../$(VENV)/bin/ansible-playbook --syntax-check -i inventory.example.yml site.yml setup_cluster.yml
+	@cd ansible && PATH="$(abspath $(VENV))/bin:$$PATH" ANSIBLE_CONFIG=ansible.cfg ../$(VENV)/bin/ansible-lint --profile production --offline
+
 VALIDATE_DIR ?= reports/validate
 BASELINE ?= stable_v1
 
@@ -154,14 +167,14 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-e2e bench bench-api bench-recovery bench-balance lock
+.PHONY: venv test test-unit test-integration test-ansible test-e2e bench bench-api bench-recovery bench-balance lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@bash scripts/venv.sh
 
-test: venv ## All tests: unit, integration (real local cluster), e2e (real containers, when Docker runs); installs what they need.
+test: venv ## All tests: unit, integration (real local cluster), Ansible (systemd hosts over SSH) and e2e (real containers), the last two when Docker runs; installs what they need.
 	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/unit tests/integration tests/e2e -p no:cacheprovider
+	@$(PY) -m pytest tests/unit tests/integration tests/ansible tests/e2e -p no:cacheprovider
 
 test-unit: venv ## Only the unit tests (no Redis needed).
 	@$(PY) -m pytest tests/unit -p no:cacheprovider
@@ -170,6 +183,10 @@ test-integration: venv ## Only the integration tests (real redis-server, agents,
 	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/integration -p no:cacheprovider
 
+test-ansible: venv ## Only the Ansible tests: provision systemd hosts (containers) over real SSH, run jobs and drills on them.
+	@bash scripts/host-deps.sh test
+	@$(PY) -m pytest tests/ansible -p no:cacheprovider
+
 test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/e2e -p no:cacheprovider
@@ -177,7 +194,7 @@ test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, recovery drills, balanced batches.
 	@$(PY) scripts/bench.py
 	@$(PY) scripts/bench_api.py
-	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
+	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 	@$(PY) scripts/bench_balance.py
 
 bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0.8, 0.4 and 0.2-CPU nodes (CPUS=a,b,c).

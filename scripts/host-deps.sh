@@ -6,6 +6,8 @@
 #                       page's browser test); with a Docker engine also the Compose tool and
 #                       mmdebstrap (e2e suite, image build without a registry)
 #   host-deps.sh local  + redis-server (minihpc up --local)
+#   host-deps.sh ansible  ssh and rsync, which Ansible uses to reach and copy to the hosts
+#                       (make ansible-setup)
 #   host-deps.sh slurm  + Debian's Slurm (slurm-wlm) and munge: the oracle test that runs the
 #                       same batch scripts through real Slurm (scripts/slurm-oracle.sh)
 # As root with apt-get it installs what is missing; otherwise it stops with one line naming
@@ -20,6 +22,10 @@ case "$purpose" in
 venv) ;;
 local)
     command -v redis-server >/dev/null || need+=(redis-server)
+    ;;
+ansible)
+    command -v ssh >/dev/null || need+=(openssh-client)
+    command -v rsync >/dev/null || need+=(rsync)
     ;;
 slurm)
     what="the Slurm oracle test"
@@ -36,10 +42,13 @@ test)
     if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
         docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || need+=(docker-compose)
         command -v mmdebstrap >/dev/null || command -v debootstrap >/dev/null || need+=(mmdebstrap)
+        # The Ansible suite: real SSH to the hosts, rsync for the wheelhouse.
+        command -v ssh >/dev/null || need+=(openssh-client)
+        command -v rsync >/dev/null || need+=(rsync)
     fi
     ;;
 *)
-    echo "host-deps.sh: unknown purpose '$purpose' (venv, local, slurm or test)" >&2
+    echo "host-deps.sh: unknown purpose '$purpose' (venv, local, ansible, slurm or test)" >&2
     exit 2
     ;;
 esac

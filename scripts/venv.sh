@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-stamp_of() { cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16; }
+stamp_of() { cat requirements.txt requirements-ansible.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16; }
 STAMP=$(stamp_of)
 
 if [ -f "$VENV/.minihpc-stamp" ] && [ "$(cat "$VENV/.minihpc-stamp")" = "$STAMP" ]; then
@@ -25,7 +25,7 @@ WHEELHOUSE=$(PYTHON="$PYTHON" bash scripts/wheelhouse.sh)
 echo "==> creating $VENV from the wheelhouse"
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELHOUSE" -r requirements.txt -c constraints.txt
+"$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELHOUSE" -r requirements.txt -r requirements-ansible.txt -c constraints.txt
 "$VENV/bin/pip" install --quiet --no-index --no-deps --no-build-isolation -e .
 echo "$STAMP" > "$VENV/.minihpc-stamp"
 echo "==> $VENV ready: $("$VENV/bin/python" -c 'import torch, rq, redis; print(f"torch {torch.__version__}, rq {rq.__version__}, redis-py {redis.__version__}")')"
