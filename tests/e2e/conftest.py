@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import docker_answers, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "minihpc-e2e"
@@ -25,12 +25,6 @@ LOG_MAX = 4 * 1024 * 1024
 """The suite's cap on a job's log per node (MINIHPC_JOB_LOG_MAX), small so a flood is quick."""
 
 pytestmark = pytest.mark.e2e
-
-
-def docker_answers() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
 
 
 def compose_command() -> list[str]:
