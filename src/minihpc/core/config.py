@@ -89,6 +89,12 @@ SPEED_PROBE = True
 python -m minihpc.machine.speed_probe, a few seconds of one process, in the background; the
 figure is ``nodes --long``'s GFLOPS). Off (0) for tests that start many agents."""
 
+CRASH_EVENTS = True
+"""Whether the master hears of a node agent's end as it happens (MINIHPC_CRASH_EVENTS: local
+mode's process watcher, the restart proxy's Docker events, a systemd unit's ExecStopPost)
+rather than after node_timeout of silence. Off (0) only to measure the difference (make
+bench-recovery); heartbeats judge silences either way."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -112,6 +118,7 @@ class Settings:
     default_partition: str = DEFAULT_PARTITION
     node_gpus: int = NODE_GPUS
     speed_probe: bool = SPEED_PROBE
+    crash_events: bool = CRASH_EVENTS
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -196,7 +203,7 @@ _TEXTS = {"redis_url", "job_user", "partitions", "default_partition"}
 """Settings kept as text."""
 
 
-_FLAGS = {"speed_probe"}
+_FLAGS = {"speed_probe", "crash_events"}
 """Settings that are on or off: true/false, 1/0, yes/no, on/off."""
 
 

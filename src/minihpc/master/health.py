@@ -28,6 +28,7 @@ class NodeHealth:
         self.alive: dict[str, bool] = {}
         self.down_since: dict[str, float] = {}
         self.outage_end: float | None = None
+        self.causes: dict[str, str] = {}  # node -> how a watcher saw it crash (master.crashes)
 
     def outage_ended(self, at: float) -> None:
         """Redis answers again at ``at`` after an outage: the silence before does not count
@@ -64,10 +65,13 @@ class NodeHealth:
 
     def _notice(self, node: NodeStatus, now: float) -> None:
         before = self.alive.get(node.name)
+        if before is None and node.name in self.causes:
+            before = True  # seen to crash: it was up (master.crashes ends only live agents)
         self.alive[node.name] = node.alive
         if before is None or before == node.alive:
             return
         if node.alive:
+            self.causes.pop(node.name, None)
             since = self.down_since.pop(node.name, None)
             if since is not None:
                 self.store.observe("node_recovery_seconds", now - since)
@@ -75,9 +79,13 @@ class NodeHealth:
             log.info("node %s: back", node.name)
         else:
             silent = now - node.last_heartbeat if node.last_heartbeat else None
+            cause = self.causes.pop(node.name, None)
             self.down_since[node.name] = now
-            self.store.incident("down", node.name, silent_for=silent)
-            log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
+            self.store.incident("down", node.name, silent_for=silent, **({"cause": cause} if cause else {}))
+            if cause:
+                log.warning("node %s: DOWN (%s)", node.name, cause)
+            else:
+                log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
 
     def _restart(self, name: str) -> None:
         try:

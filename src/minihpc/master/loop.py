@@ -20,6 +20,7 @@ from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
 from minihpc.master import retention
+from minihpc.master.crashes import CrashInbox
 from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
 from minihpc.master.stragglers import StragglerWatch
@@ -67,6 +68,8 @@ class Master:
             window=settings.restart_window,
         )
         self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout)
+        self.restarter = restarter
+        self.crashes = CrashInbox(self.store)
         self.stragglers = StragglerWatch(self.store)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
@@ -79,32 +82,35 @@ class Master:
         seconds: minihpc.master.stragglers), then schedule. Within the
         grace after a Redis outage no node is judged by its heartbeats (see core.outage)."""
         asked = time.monotonic()
+        # Events: judged even within a grace, unlike silences.
+        crashed = self.crashes.apply() if self.settings.crash_events else {}
+        self.health.causes.update(crashed)
         nodes = self.store.node_statuses()
         self.redis_answered(asked, 0.0, time.monotonic())
         quiet = now < self.started_grace_until or in_outage_grace(
             self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval, RECONNECT)
         self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
-        if not quiet:
-            self.health.step(nodes, now)
+        self.health.step(nodes if not quiet else [n for n in nodes if n.name in crashed], now)
         by_name = {n.name: n for n in nodes}
-        self.end_jobs(by_name, now, quiet)
+        self.end_jobs(by_name, now, quiet, crashed)
         self.requeue_node_failures()
         self.free_stale_allocations(nodes, now, quiet)
         if not quiet:
             self.stragglers.step(now)
         return self.schedule(nodes, by_name, now)
 
-    def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool) -> None:
+    def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool, crashed=frozenset()) -> None:
         """End the running jobs that must end. The checks share one snapshot: every transition
         is guarded by the job's current state, so a job two checks pick is ended once. While
-        ``quiet`` (an outage's grace) no job is ended for a lost node or for silence."""
+        ``quiet`` (an outage's grace) no job is ended for silence, nor for a lost node unless
+        it was ``crashed`` (seen to end: an event, not a silence)."""
         store = self.store
         running = store.running_jobs()
         for job_id in scheduler.overdue(running, now):
             if store.transition(job_id, JobState.TIMEOUT, "TimeLimit", only_from=[JobState.RUNNING]):
                 log.info("job %s: TIMEOUT (time limit reached)", job_id)
-        lost = {} if quiet else scheduler.lost(running, by_name)
+        lost = {j: n for j, n in scheduler.lost(running, by_name).items() if not quiet or n in crashed}
         for job_id, node in lost.items():
             if store.transition(
                 job_id, JobState.NODE_FAIL, f"node {node} failed", only_from=[JobState.RUNNING], failed_node=node
@@ -220,6 +226,9 @@ class Master:
 
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
+        watch = getattr(self.restarter, "watch", None)
+        if watch is not None and self.settings.crash_events:
+            watch(self.crashes.report, self.stop)  # crashes as events; heartbeats for silence
         self.reconcile_pending = True
         next_prune = 0.0  # the first pass forgets what is due at once
         while not self.stop.is_set():

@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from minihpc.machine.local_state import LocalState
+from minihpc.restart.exits import ExitWatcher
 from minihpc.machine.processes import process_tree, running, terminate
 
 STOP_GRACE = 5.0
@@ -35,6 +36,17 @@ class LocalRestarter:
             )
         self.spawned[node] = proc
         self.state.set_pid(node, proc.pid)
+
+    def watch(self, report, stop) -> None:
+        """Report each agent's end the moment it happens (:mod:`minihpc.restart.exits`)."""
+        if not hasattr(os, "pidfd_open"):
+            return  # not Linux: heartbeats alone
+        ExitWatcher(self.state, report, stop, self.returncode).start()
+
+    def returncode(self, node: str, pid: int) -> int | None:
+        """The exit status of an agent this restarter respawned; None for those ``up`` started."""
+        proc = self.spawned.get(node)
+        return proc.wait() if proc is not None and proc.pid == pid else None
 
 
 def _make_room(pid: int) -> None:

@@ -79,6 +79,9 @@ STATS_COUNTERS = "minihpc:stats:counters"
 """Hash: "<name>|<label value>" -> count, monotonic (jobs ended by state, requeues, restarts)."""
 STATS_HISTOGRAM = "minihpc:stats:hist:{0}"
 """Hash: histogram {0}: "<bucket index>" -> observations in that bucket, plus "sum" and "count"."""
+CRASHES = "minihpc:crashes"
+"""List: JSON crash reports {"node", "at", "cause"} from outside the master (a systemd unit's
+ExecStopPost on hosts Ansible provisioned), oldest first; the master takes them each pass."""
 EVENTS = "minihpc:events"
 """List: wake-ups for the master (submit, node freed, cancel). Contents are informative only."""
 

@@ -3,10 +3,12 @@ history the health monitor decides from."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 from minihpc.core import measurements
+from minihpc.core.crashes import Crash, applies
 from minihpc.core.models import NodeStatus
 from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
@@ -14,6 +16,8 @@ from minihpc.state.connect import text, texts
 
 RESTARTS_KEPT = 100
 """Restart times kept per node, newest first."""
+CRASHES_KEPT = 1000
+"""Crash reports kept waiting for the master (it takes them every pass)."""
 
 
 class NodeRegistry:
@@ -68,6 +72,45 @@ class NodeRegistry:
     def leave(self, name: str) -> None:
         """The node's agent is stopping: it is DOWN from now on, not after its timeout."""
         self.r.delete(keys.node_alive(name))
+
+    def end_crashed(self, crash: Crash) -> bool:
+        """A watcher saw node ``crash.node``'s agent end: it is DOWN now, unless a newer agent
+        has beaten since (core.crashes.applies). True when this made it DOWN."""
+        alive = keys.node_alive(crash.node)
+
+        def body(pipe) -> bool:
+            beat = pipe.get(alive)
+            if not applies(None if beat is None else float(beat), crash):
+                return False
+            pipe.multi()
+            pipe.delete(alive)
+            return True
+
+        return atomic(self.r, [alive], body)
+
+    def report_crash(self, crash: Crash) -> None:
+        """Tell the master node ``crash.node``'s agent ended (from another process) and wake it."""
+        record = json.dumps({"node": crash.node, "at": crash.at, "cause": crash.cause})
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.rpush(keys.CRASHES, record)
+            pipe.ltrim(keys.CRASHES, -CRASHES_KEPT, -1)
+            pipe.rpush(keys.EVENTS, f"crash {crash.node}")
+            pipe.execute()
+
+    def take_crashes(self) -> list[Crash]:
+        """The crash reports waiting for the master, oldest first; gone from Redis once taken."""
+        with self.r.pipeline() as pipe:
+            pipe.lrange(keys.CRASHES, 0, -1)
+            pipe.delete(keys.CRASHES)
+            records, _ = pipe.execute()
+        crashes = []
+        for raw in records:
+            try:
+                record = json.loads(raw)
+                crashes.append(Crash(str(record["node"]), float(record["at"]), str(record["cause"])[:200]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a bad record is dropped; the node's heartbeat still tells
+        return crashes
 
     def node_count(self) -> int:
         """Nodes that ever registered (and were not forgotten): what a job may ask for."""

@@ -1,0 +1,80 @@
+"""Local mode's crash watcher: the master holds a pidfd on every node agent's process (those
+``up`` started and those it respawned) and reports the moment one ends, instead of waiting
+for its heartbeat to lapse. A pidfd follows that very process: a pid reused later is not it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+from minihpc.core.crashes import Crash, exit_phrase
+from minihpc.machine.local_state import LocalState
+
+log = logging.getLogger(__name__)
+
+RESCAN = 0.25
+"""Seconds between looks at the cluster's pid file for agents started since (respawns)."""
+
+
+def is_agent(pid: int, node: str) -> bool:
+    """Whether ``pid`` runs node ``node``'s agent (and not a process that took a freed pid)."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return "agent" in argv and any(a == "--name" and b == node for a, b in zip(argv, argv[1:]))
+
+
+class ExitWatcher:
+    """``returncode(node, pid)``: the exit status when the watcher's owner knows it (a child it
+    respawned), else None."""
+
+    def __init__(self, state: LocalState, report: Callable[[Crash], None], stop: threading.Event,
+                 returncode: Callable[[str, int], int | None] = lambda node, pid: None):
+        self.state = state
+        self.report = report
+        self.stop = stop
+        self.returncode = returncode
+        self.fds: dict[int, tuple[str, int]] = {}  # pidfd -> (node, pid)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="exit-watcher", daemon=True)
+        thread.start()
+        return thread
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.track(self.state.node_commands(), self.state.pids())
+                ready, _, _ = select.select(list(self.fds), [], [], RESCAN)
+            except (OSError, ValueError) as exc:
+                log.warning("exit watcher: %s; retrying", exc)
+                time.sleep(RESCAN)
+                continue
+            for fd in ready:
+                self.ended(fd, time.time())
+
+    def track(self, nodes: dict, pids: dict[str, int]) -> None:
+        """Open a pidfd on each node agent not watched yet."""
+        watched = {pid for _, pid in self.fds.values()}
+        for node in nodes:
+            pid = pids.get(node)
+            if not pid or pid in watched or not is_agent(pid, node):
+                continue
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue  # gone already: its heartbeat tells
+            self.fds[fd] = (node, pid)
+
+    def ended(self, fd: int, at: float) -> None:
+        node, pid = self.fds.pop(fd)
+        os.close(fd)
+        self.report(Crash(node, at, exit_phrase(self.returncode(node, pid))))
