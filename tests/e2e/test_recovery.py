@@ -56,6 +56,11 @@ def test_a_killed_worker_is_restarted_and_the_job_resumes(idle):
     d = drill(idle, "kill", "worker-node-1")
     check_recovery(idle, job_id, d)
     assert 0 <= d["steps_lost"] < 5, d  # at most the steps since the last checkpoint
+    # Judged by Docker's event, which the restart proxy streams to the master, not by silence
+    # (the node timeout is 2.5 s).
+    down = next(i for i in incidents_since(idle, d["fault_at"], "worker-node-1") if i["kind"] == "down")
+    assert down.get("cause") == "its container was killed by SIGKILL (exit code 137)", down
+    assert down["silent_for"] < 2.5, down
 
 
 def test_a_stopped_worker_checkpoints_on_sigterm_and_the_job_loses_no_step(idle):

@@ -1,9 +1,11 @@
 """A fake Docker Engine on a unix socket: the few API calls the restart proxy makes (list a
-Compose service's container, inspect, start, unpause, restart), over canned containers. The
+Compose service's container, inspect, start, unpause, restart, follow ``die`` events), over
+canned containers. The
 Docker Engine is the edge the restart proxy talks to; everything else in its tests is real."""
 
 import json
 import os
+import queue
 import socket
 import socketserver
 import threading
@@ -24,6 +26,7 @@ class FakeDocker:
         self.containers: dict[str, dict] = {}  # service -> {"Id", "state" (inspect State), "ip"}
         self.calls: list[tuple[str, str]] = []
         self.on_start = {}  # service -> callable run when the proxy starts its container
+        self.listeners: list[queue.Queue] = []  # one per open GET /events stream
         self.lock = threading.Lock()
         self.server = None
 
@@ -42,6 +45,19 @@ class FakeDocker:
                 "ExitCode": exit_code, "Error": "", "StartedAt": now_rfc3339(time.time() - 60),
                 "FinishedAt": now_rfc3339() if status == "exited" else "0001-01-01T00:00:00Z",
             }
+
+    def die(self, service: str, exit_code: int) -> float:
+        """The container dies (docker kill: 137): its state, and a ``die`` event to every open
+        event stream, as the Engine sends it. Returns the event's time."""
+        self.set_state(service, "exited", exit_code)
+        at = time.time()
+        event = {"Type": "container", "Action": "die", "scope": "local", "time": int(at), "timeNano": int(at * 1e9),
+                 "Actor": {"ID": self.containers[service]["Id"],
+                           "Attributes": {"com.docker.compose.project": self.project,
+                                          "com.docker.compose.service": service, "exitCode": str(exit_code)}}}
+        for listener in list(self.listeners):
+            listener.put(event)
+        return at
 
     def posted(self) -> list[str]:
         """'<service> <action>' for every POST the proxy made."""
@@ -98,7 +114,32 @@ class FakeDocker:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _events(self):
+                with fake.lock:
+                    fake.calls.append((self.command, self.path))
+                filters = json.loads(urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["filters"][0])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.flush()
+                listener = queue.Queue()
+                fake.listeners.append(listener)
+                try:
+                    while True:
+                        event = listener.get()
+                        labels = event["Actor"]["Attributes"]
+                        if event["Action"] in filters["event"] and all(
+                                labels.get(k) == v for k, v in (f.split("=", 1) for f in filters["label"])):
+                            self.wfile.write(json.dumps(event).encode() + b"\n")
+                            self.wfile.flush()
+                except OSError:
+                    pass
+                finally:
+                    fake.listeners.remove(listener)
+
             def _serve(self):
+                if self.path.startswith("/events"):
+                    return self._events()
                 status, body = fake.answer(self.command, self.path)
                 data = b"" if body is None else json.dumps(body).encode()
                 self.send_response(status)

@@ -11,12 +11,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 
 import pytest
 import redis
 
+from minihpc.restart.docker import DockerRestarter
 from minihpc.state import acl
 from minihpc.state.connect import connect
 from minihpc.state.store import Store
@@ -201,3 +203,24 @@ def test_the_proxy_refuses_to_start_without_a_token(world):
     assert proc.stderr.startswith("minihpc restart-proxy: error: no restart token: MINIHPC_RESTART_TOKEN is empty or unset")
     assert proc.stderr.count("\n") == 1
     assert world.get("/health") == (0, "no answer")
+
+
+def test_node_container_deaths_stream_to_the_master_with_the_token_only(world):
+    world.start_proxy()
+    assert world.get("/events")[0] == 401
+    reports: list = []
+    stop = threading.Event()
+    DockerRestarter(f"http://127.0.0.1:{world.port}", TOKEN).watch(reports.append, stop)
+    try:
+        wait_until(lambda: world.docker.listeners, timeout=10, message="the master following /events")
+        world.docker.die("redis", 137)  # the control plane's deaths are the watchdog's, not the master's
+        killed_at = world.docker.die("worker-node-1", 137)
+        wait_until(lambda: reports, timeout=10, message="a crash report")
+        (crash,) = reports
+        assert crash.node == "worker-node-1" and abs(crash.at - killed_at) < 0.01, crash
+        assert crash.cause == "its container was killed by SIGKILL (exit code 137)"
+        world.docker.die("worker-node-2", 1)
+        wait_until(lambda: len(reports) == 2, timeout=10, message="a second report")
+        assert reports[1].cause == "its container exited with code 1"
+    finally:
+        stop.set()

@@ -300,7 +300,7 @@ def test_each_rule_refuses_with_its_status(proxy):
     assert status == 503 and message.startswith("cannot read worker-node-2's state from Redis (cannot reach Redis")
     proxy.nodes.error = redis.ConnectionError("Connection reset by peer")
     assert proxy.post("/restart/worker-node-2", AUTH, caller)[0] == 503
-    assert proxy.post("/other", AUTH, caller) == (404, "only GET /health and POST /restart/<node>")
+    assert proxy.post("/other", AUTH, caller) == (404, "only GET /health, GET /events and POST /restart/<node>")
     assert proxy.engine.actions == []
 
 
@@ -344,3 +344,45 @@ def test_the_master_s_restarter_talks_to_the_proxy_over_http(proxy):
     assert len(proxy.engine.actions) == 1
     with pytest.raises(RuntimeError, match=f"^restart proxy at {url} did not answer for worker-node-1"):
         DockerRestarter(url, TOKEN, timeout=2).restart("worker-node-1")
+
+
+class SilentStream:
+    """An engine event stream with no death to tell, until it is closed."""
+
+    def __init__(self):
+        self.closed = threading.Event()
+
+    def __iter__(self):
+        self.closed.wait(10)
+        return iter(())
+
+    def close(self):
+        self.closed.set()
+
+
+class GoneReader:
+    """A master that went away after the first line: every later write fails."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write(self, data):
+        if self.lines:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.lines.append(data)
+
+    def flush(self):
+        pass
+
+
+def test_a_death_stream_whose_reader_is_gone_closes_the_engine_s_stream(monkeypatch):
+    import minihpc.restart.proxy as proxy_module
+
+    monkeypatch.setattr(proxy_module, "EVENTS_KEEPALIVE", 0.05)
+    stream, reader = SilentStream(), GoneReader()
+    done = threading.Thread(target=proxy_module.stream_deaths,
+                            args=(RestartProxy(None, "minihpc", "t", None), stream, reader, "10.0.0.2"))
+    done.start()
+    done.join(5)
+    assert not done.is_alive() and stream.closed.is_set()
+    assert reader.lines == [b"\n"]

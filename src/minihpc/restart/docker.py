@@ -1,14 +1,27 @@
 """Compose's restarter: POST /restart/<node> to the cluster's restart proxy
 (:mod:`minihpc.restart.proxy`) with the restart token; the proxy restarts that node's container
-of this Compose project if Redis shows it DOWN, and nothing else."""
+of this Compose project if Redis shows it DOWN, and nothing else. It also follows the proxy's
+GET /events, so the master hears of a node container's death the moment Docker reports it."""
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
+from minihpc.core.crashes import Crash, container_phrase
 from minihpc.restart.token import bearer
+
+log = logging.getLogger(__name__)
+
+EVENTS_SILENCE = 35.0
+"""Seconds without even a keepalive line (the proxy sends one every 10 s) before the stream
+is taken for dead and opened again."""
+RECONNECT_MAX = 30.0
+"""Most seconds between attempts to reach the proxy's event stream (doubling from 1)."""
 
 
 class DockerRestarter:
@@ -28,6 +41,37 @@ class DockerRestarter:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RuntimeError(f"restart proxy at {self.url} did not answer for {node} ({reason})") from None
+
+
+    def watch(self, report: Callable[[Crash], None], stop: threading.Event) -> None:
+        """Report each node container's death from the proxy's event stream, in a thread,
+        reconnecting while ``stop`` is not set (heartbeats cover any gap)."""
+        threading.Thread(target=self._follow, args=(report, stop), name="crash-events", daemon=True).start()
+
+    def _follow(self, report: Callable[[Crash], None], stop: threading.Event) -> None:
+        delay, failing = 1.0, False
+        while not stop.is_set():
+            request = urllib.request.Request(f"{self.url}/events", headers={"Authorization": bearer(self.token)})
+            try:
+                with urllib.request.urlopen(request, timeout=EVENTS_SILENCE) as resp:
+                    log.info("master: following node containers' deaths at %s/events", self.url)
+                    delay, failing = 1.0, False
+                    for line in resp:
+                        if not line.strip():
+                            continue  # the proxy's keepalive
+                        death = json.loads(line)
+                        report(Crash(str(death["node"]), float(death["at"]), container_phrase(death.get("exit_code"))))
+            except urllib.error.HTTPError as exc:
+                if not failing:
+                    log.warning("master: restart proxy refused its event stream: %s %s", exc.code, _message(exc.read()))
+                failing = True
+            except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+                if not failing:
+                    log.warning("master: restart proxy's event stream unavailable (%s); retrying",
+                                getattr(exc, "reason", exc))
+                failing = True
+            stop.wait(delay)
+            delay = min(delay * 2, RECONNECT_MAX)
 
 
 def _message(body: bytes) -> str:

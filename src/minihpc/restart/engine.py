@@ -9,6 +9,7 @@ import http.client
 import json
 import socket
 import urllib.parse
+from collections.abc import Iterator
 
 from minihpc.core.errors import MinihpcError
 
@@ -55,6 +56,23 @@ class Engine:
         except ValueError:
             return resp.status, body
 
+    def events(self, project: str, kinds: tuple[str, ...] = ("die",)) -> EventStream:
+        """Docker's events of ``kinds`` for ``project``'s containers, as they happen; DockerError
+        if the stream cannot be opened."""
+        filters = {"type": ["container"], "event": list(kinds), "label": [f"com.docker.compose.project={project}"]}
+        path = "/events?" + urllib.parse.urlencode({"filters": json.dumps(filters)})
+        conn = _UnixConnection(self.socket_path, None)
+        try:
+            conn.request("GET", path, headers={"Host": "docker"})
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise DockerError(f"Docker Engine at {self.socket_path}: GET /events failed ({exc})") from None
+        if resp.status != 200:
+            conn.close()
+            raise DockerError(f"Docker Engine at {self.socket_path}: GET /events: status {resp.status}; expected 200")
+        return EventStream(conn, resp, self.socket_path)
+
     def own_project(self) -> str:
         """The Compose project this process's container belongs to, from its labels."""
         status, info = self.call("GET", f"/containers/{socket.gethostname()}/json")
@@ -87,6 +105,39 @@ class Engine:
         status, body = self.call("POST", f"/containers/{cid}/{action}")
         if status not in (204, 304):
             raise DockerError(f"docker {action.split('?')[0]} {cid[:12]}: status {status} ({_short(body)}); expected 204")
+
+
+class EventStream:
+    """An open ``GET /events``: iterate for the events (blocking in between); ``close()`` from
+    any thread ends the iteration."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, where: str):
+        self.conn, self.resp, self.where = conn, resp, where
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict]:
+        try:
+            for line in self.resp:
+                if line.strip():
+                    yield json.loads(line)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if self.closed:
+                return
+            self.close()
+            raise DockerError(f"Docker Engine at {self.where}: the event stream failed ({exc})") from None
+        if not self.closed:
+            self.close()
+            raise DockerError(f"Docker Engine at {self.where}: the event stream ended")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
+        except (OSError, AttributeError):
+            pass
+        self.conn.close()
 
 
 def _short(body) -> str:

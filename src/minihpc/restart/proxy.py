@@ -1,7 +1,9 @@
 """The restart proxy: the one process in a Compose cluster that holds the Docker socket.
 
-Its API is two routes: ``GET /health`` (open, for the healthcheck; says nothing secret) and
-``POST /restart/<node>``, which restarts that node's container of this Compose project only if
+Its API is three routes: ``GET /health`` (open, for the healthcheck; says nothing secret),
+``GET /events`` (with the restart token: one JSON line per node container of this project that
+dies, the moment Docker says so -- the master's crash detection, :mod:`minihpc.master.crashes`)
+and ``POST /restart/<node>``, which restarts that node's container of this Compose project only if
 every rule lets it through, in this order:
 
 - 401: the request carries the restart token (:mod:`minihpc.restart.token`);
@@ -22,13 +24,15 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import redis
 
+from minihpc.core.crashes import docker_death
 from minihpc.core.errors import ClusterUnavailable
 from minihpc.core.models import NodeState
-from minihpc.restart.engine import DockerError, Engine
+from minihpc.restart.engine import DockerError, Engine, EventStream
 from minihpc.restart.watchdog import Watchdog, WatchPolicy
 from minihpc.restart.rules import RateLimits, allow, caller_refusal, name_refusal, prune, state_refusal
 from minihpc.restart.token import authorized
@@ -37,8 +41,11 @@ from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
-ROUTES = "only GET /health and POST /restart/<node>"
+ROUTES = "only GET /health, GET /events and POST /restart/<node>"
 STOP_TIMEOUT = 5
+EVENTS_KEEPALIVE = 10.0
+"""Seconds between the empty lines GET /events sends while no node dies (readers time out
+after a few missed ones: minihpc.restart.docker)."""
 """Seconds Docker gives a node's processes to stop before it kills them on restart."""
 
 
@@ -88,6 +95,14 @@ class RestartProxy:
         except DockerError as exc:
             return 502, str(exc)
 
+    def deaths(self, events: Iterable[dict]) -> Iterator[dict]:
+        """Each node container of this project that dies, as {"node", "at", "exit_code"}, from
+        Docker's ``events``; never a control-plane service's (:func:`~minihpc.core.crashes.docker_death`)."""
+        for event in events:
+            death = docker_death(event)
+            if death is not None and name_refusal(death["node"]) is None:
+                yield death
+
     def restart(self, node: str, caller: str) -> tuple[int, str]:
         refusal = name_refusal(node)
         if refusal:
@@ -118,6 +133,37 @@ class RestartProxy:
         return 200, f"restarted {node} ({cid[:12]}), DOWN in Redis"
 
 
+def stream_deaths(proxy: RestartProxy, stream: EventStream, out, peer: str) -> None:
+    """Write each node container death to ``out`` as a JSON line until the engine's stream or
+    the reader goes away, with an empty line every EVENTS_KEEPALIVE seconds meanwhile (so a
+    reader that is gone is noticed, and the engine's stream closed, without waiting for a death)."""
+    lock, done = threading.Lock(), threading.Event()
+
+    def send(data: bytes) -> None:
+        with lock:
+            out.write(data)
+            out.flush()
+
+    def keepalive() -> None:
+        while not done.wait(EVENTS_KEEPALIVE):
+            try:
+                send(b"\n")
+            except OSError:
+                stream.close()
+                return
+
+    threading.Thread(target=keepalive, name="events-keepalive", daemon=True).start()
+    try:
+        send(b"\n")
+        for death in proxy.deaths(stream):
+            send(json.dumps(death).encode() + b"\n")
+    except (DockerError, OSError) as exc:
+        log.warning("GET /events from %s ended: %s", peer, exc)
+    finally:
+        done.set()
+        stream.close()
+
+
 def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, status: int, message: str) -> None:
@@ -131,7 +177,21 @@ def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServe
             self.wfile.write(data)
 
         def do_GET(self):  # noqa: N802 - http.server's naming
+            if self.path == "/events":
+                return self._stream_deaths()
             self._answer(*((200, "ok") if self.path == "/health" else (404, ROUTES)))
+
+        def _stream_deaths(self) -> None:
+            if not authorized(self.headers.get("Authorization"), proxy.token):
+                return self._answer(401, "missing or wrong restart token; expected Authorization: Bearer <MINIHPC_RESTART_TOKEN>")
+            try:
+                stream = proxy.engine.events(proxy.project)
+            except DockerError as exc:
+                return self._answer(502, str(exc))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.end_headers()
+            stream_deaths(proxy, stream, self.wfile, self.client_address[0])
 
         def do_POST(self):  # noqa: N802
             caller = self.client_address[0]
