@@ -153,8 +153,13 @@ def test_an_agent_killed_with_sigkill_mid_job_comes_back_and_the_job_resumes(hos
     assert first_run.returncode == 0
     job_id = start_training(hosts)
     pid = hosts.exec("node1", "systemctl", "show", "-p", "MainPID", "--value", "minihpc-node").stdout.strip()
+    since = time.time()
     hosts.exec("node1", "kill", "-9", pid)
     job = wait_job(hosts, job_id)
+    # The unit's ExecStopPost told the master at once, before systemd started the agent again.
+    seen = incidents(hosts, "node1", since)
+    down = [i for i in seen if i["kind"] == "down"]
+    assert down and down[0].get("cause") == "its unit's process was killed by SIGKILL", seen
     logs = minihpc(hosts, "logs", job_id).stdout
     assert job["state"] == "COMPLETED", logs[-3000:]
     assert job["attempts"] == 2, job

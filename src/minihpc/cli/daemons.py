@@ -93,6 +93,21 @@ def cmd_agent(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_node_exited(args, settings: Settings) -> int:
+    """A node unit's ExecStopPost: report how its agent ended to the master, at once (a clean
+    stop reports nothing: the agent left itself)."""
+    import time
+
+    from minihpc.core.crashes import Crash, systemd_phrase
+    from minihpc.state.connect import connect
+    from minihpc.state.store import Store
+
+    cause = systemd_phrase(*(os.environ.get(k, "") for k in ("SERVICE_RESULT", "EXIT_CODE", "EXIT_STATUS")))
+    if cause is not None:
+        Store(connect(settings.redis_url)).report_crash(Crash(args.name, time.time(), cause))
+    return 0
+
+
 def cmd_node(args, settings: Settings) -> int:
     from minihpc.node.supervisor import commands, supervise
 
