@@ -59,7 +59,7 @@ def test_a_killed_worker_is_restarted_and_the_job_resumes(idle):
     # Judged by Docker's event, which the restart proxy streams to the master, not by silence
     # (the node timeout is 2.5 s).
     down = next(i for i in incidents_since(idle, d["fault_at"], "worker-node-1") if i["kind"] == "down")
-    assert down.get("cause") == "its container was killed by SIGKILL (exit code 137)", down
+    assert down.get("cause") == "its container exited with code 137 (SIGKILL)", down
     assert down["silent_for"] < 2.5, down
 
 

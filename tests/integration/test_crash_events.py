@@ -8,10 +8,13 @@ import signal
 import time
 
 import pytest
+import redis
 
 from minihpc.core.crashes import Crash
+from minihpc.master.crashes import CrashInbox
 from minihpc.state import keys
-from tests.conftest import wait_until
+from minihpc.state.store import Store
+from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +40,21 @@ def test_crashes_reported_by_other_processes_wait_in_redis_for_the_master(store)
                                     Crash("n3", 6.0, "its unit's process exited with status 1")]
     assert store.take_crashes() == []
     assert store.r.lrange(keys.EVENTS, 0, -1) == [b"crash n2", b"crash n3"]  # the master was woken
+
+
+def test_the_master_s_inbox_ends_crashed_nodes_and_keeps_reports_while_redis_is_away(store):
+    store.heartbeat("n1", 30)
+    store.heartbeat("n2", 30)
+    inbox = CrashInbox(store)
+    inbox.report(Crash("n1", time.time(), "its process was killed by SIGKILL"))
+    store.report_crash(Crash("n2", time.time(), "its unit's process exited with status 1"))
+    inbox.report(Crash("n3", time.time(), "its process ended"))  # never beat: nothing to end
+    assert inbox.apply() == {"n1": "its process was killed by SIGKILL", "n2": "its unit's process exited with status 1"}
+    assert not store.r.exists(keys.node_alive("n1"), keys.node_alive("n2"))
+    away = CrashInbox(Store(redis.Redis(port=free_port(), socket_connect_timeout=0.2)))
+    crash = Crash("n1", time.time(), "its process ended")
+    away.report(crash)  # the wake-up fails quietly
+    assert away.apply() == {} and away.pending == [crash]  # kept for the next pass
 
 
 def incidents(c, node: str, since: float) -> list[dict]:

@@ -218,7 +218,7 @@ def test_node_container_deaths_stream_to_the_master_with_the_token_only(world):
         wait_until(lambda: reports, timeout=10, message="a crash report")
         (crash,) = reports
         assert crash.node == "worker-node-1" and abs(crash.at - killed_at) < 0.01, crash
-        assert crash.cause == "its container was killed by SIGKILL (exit code 137)"
+        assert crash.cause == "its container exited with code 137 (SIGKILL)"
         world.docker.die("worker-node-2", 1)
         wait_until(lambda: len(reports) == 2, timeout=10, message="a second report")
         assert reports[1].cause == "its container exited with code 1"

@@ -28,6 +28,15 @@ def test_supervise_stops_the_others_when_one_daemon_exits():
     assert code == 3
 
 
+def test_a_daemon_killed_by_a_signal_makes_the_node_exit_128_plus_it():
+    code = supervise(
+        [[sys.executable, "-c", "import time; time.sleep(60)"],
+         [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]],
+        poll=0.05,
+    )
+    assert code == 137  # the container's exit code names SIGKILL (Docker's die event carries it)
+
+
 def test_shared_layout_is_one_tree():
     layout = shared_layout("/shared", "compose")
     assert layout == {

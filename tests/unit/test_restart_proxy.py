@@ -3,6 +3,8 @@ caller's container; the Redis watchdog's decision on real inspect States; and th
 answers end to end over HTTP with the master's DockerRestarter, on a fake Engine."""
 
 import threading
+from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 import redis
@@ -258,14 +260,20 @@ def wait_for(predicate, timeout=5.0):
 
 
 class FakeNodes:
-    def __init__(self, states):
+    def __init__(self, states, last_beat=990.0):
         self.states = states
+        self.last_beat = last_beat
         self.error = None
 
-    def state(self, node):
+    def status(self, node):
         if self.error:
             raise self.error
-        return self.states.get(node)
+        state = self.states.get(node)
+        return None if state is None else SimpleNamespace(state=state, last_heartbeat=self.last_beat)
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
 
 
 @pytest.fixture
@@ -317,6 +325,29 @@ def test_a_down_node_is_restarted_within_the_rate_limits(proxy):
                                     ("worker-node-2-0123456789abcdef", "restart?t=5")]
 
 
+def test_a_container_docker_started_again_after_its_agent_died_is_left_to_boot(proxy):
+    caller = "172.20.0.9"
+    cid = "worker-node-1-0123456789abcdef"
+    proxy.engine.containers["worker-node-1"]["State"] = "running"
+    proxy.engine.states[cid] = inspect_state(status="running", code=0)
+    proxy.engine.states[cid]["StartedAt"] = rfc3339(995.0)  # after the last beat (990), 5 s ago
+    status, message = proxy.post("/restart/worker-node-1", AUTH, caller)
+    assert (status, message) == (200, "worker-node-1 (worker-node-) was started again by Docker 5.0s ago, "
+                                      "after its agent died; left to boot")
+    assert proxy.engine.actions == []
+    proxy.now[0] += 11  # still no heartbeat 16 s after that start: stuck, restarted
+    assert proxy.post("/restart/worker-node-1", AUTH, caller)[0] == 200
+    assert proxy.engine.actions == [(cid, "restart?t=5")]
+
+
+def test_booting_means_started_after_the_last_beat_and_not_long_ago():
+    assert rules.booting(True, 995.0, 990.0, 1000.0)
+    assert not rules.booting(True, 985.0, 990.0, 1000.0)  # a hung agent that started before its last beat
+    assert not rules.booting(True, 995.0, 990.0, 1011.0)  # booting for 16 s: not any more
+    assert not rules.booting(False, 995.0, 990.0, 1000.0)
+    assert not rules.booting(True, None, 990.0, 1000.0) and not rules.booting(True, 995.0, None, 1000.0)
+
+
 def test_a_docker_failure_is_a_502(proxy):
     proxy.engine.fail = DockerError("Docker Engine at /var/run/docker.sock: GET /containers/json failed (refused)")
     assert proxy.post("/restart/worker-node-1", AUTH, "172.20.0.9")[0] == 502
@@ -359,6 +390,9 @@ class SilentStream:
     def close(self):
         self.closed.set()
 
+    def release(self):
+        self.released = True
+
 
 class GoneReader:
     """A master that went away after the first line: every later write fails."""
@@ -384,5 +418,5 @@ def test_a_death_stream_whose_reader_is_gone_closes_the_engine_s_stream(monkeypa
                             args=(RestartProxy(None, "minihpc", "t", None), stream, reader, "10.0.0.2"))
     done.start()
     done.join(5)
-    assert not done.is_alive() and stream.closed.is_set()
+    assert not done.is_alive() and stream.closed.is_set() and stream.released
     assert reader.lines == [b"\n"]

@@ -41,12 +41,13 @@ def exit_phrase(returncode: int | None) -> str:
 
 
 def container_phrase(exit_code: int | None) -> str:
-    """How a container ended, from the exit code Docker reports (128 + n: killed by signal n)."""
+    """How a container ended, from the exit code Docker reports (128 + n: signal n, whether the
+    container or the agent in it was killed)."""
     if exit_code is None:
         return "its container stopped"
     if exit_code > 128:
         try:
-            return f"its container was killed by {signal.Signals(exit_code - 128).name} (exit code {exit_code})"
+            return f"its container exited with code {exit_code} ({signal.Signals(exit_code - 128).name})"
         except ValueError:
             pass
     return f"its container exited with code {exit_code}"
@@ -59,6 +60,8 @@ def docker_death(event: dict) -> dict | None:
     service = attributes.get("com.docker.compose.service")
     if event.get("Type") != "container" or event.get("Action") != "die" or not service:
         return None
+    if attributes.get("com.docker.compose.oneoff", "False") == "True":
+        return None  # `compose run worker-node-1 ...`: not the node
     at = event["timeNano"] / 1e9 if event.get("timeNano") else float(event.get("time", 0))
     code = attributes.get("exitCode")
     return {"node": service, "at": at, "exit_code": int(code) if code not in (None, "") else None}
@@ -66,8 +69,9 @@ def docker_death(event: dict) -> dict | None:
 
 def systemd_phrase(result: str, code: str, status: str) -> str | None:
     """How a unit's main process ended, from what systemd gives ExecStopPost ($SERVICE_RESULT,
-    $EXIT_CODE, $EXIT_STATUS); None for a clean stop (the agent said it was leaving itself)."""
-    if result == "success":
+    $EXIT_CODE, $EXIT_STATUS); None for a clean stop (the agent said it was leaving itself) and
+    when systemd said nothing (run by hand, not as ExecStopPost: nothing is known to have ended)."""
+    if result in ("success", ""):
         return None
     if code in ("killed", "dumped"):
         name = status if status.startswith("SIG") else f"SIG{status}"

@@ -1,6 +1,7 @@
-"""The master's inbox of crash reports: watcher threads (a restarter's ``watch``) put what they
-saw here and wake the master, other processes (a node unit's ExecStopPost) through Redis; each pass ends the crashed nodes before it reads them, so the
-health monitor sees them DOWN in the same pass, with the cause for its incident."""
+"""The master's inbox of crash reports. Watcher threads (a restarter's ``watch``) put what they
+saw here and wake the master; other processes (a node unit's ExecStopPost) report through
+Redis. Each pass ends the crashed nodes before it reads them, so the health monitor sees them
+DOWN in that very pass, with the cause for its incident."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 
 from minihpc.core.crashes import Crash
+from minihpc.state.connect import REDIS_ERRORS
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -26,24 +28,36 @@ class CrashInbox:
             self.pending.append(crash)
         try:
             self.store.wake(f"crash {crash.node}")
-        except Exception:  # noqa: BLE001 - the next pass reads the inbox anyway
-            pass
+        except REDIS_ERRORS:
+            pass  # the master's next pass reads the inbox anyway
 
     def apply(self) -> dict[str, str]:
         """End every reported node whose agent is still the one that crashed; the causes of
-        those that this made DOWN, by node. A report that cannot be applied now (Redis away)
-        waits for the next pass."""
+        those this made DOWN, by node. Reports that cannot be applied while Redis is away wait
+        for the next pass (those applied already keep their causes); a report that fails for
+        any other reason is logged and dropped, never retried forever."""
         with self.lock:
             crashes, self.pending = self.pending, []
-        crashes += self.store.take_crashes()  # those other processes reported (systemd units)
         causes: dict[str, str] = {}
+        try:
+            crashes += self.store.take_crashes()  # those other processes reported (systemd units)
+        except REDIS_ERRORS:
+            self.put_back(crashes)
+            return causes
         for i, crash in enumerate(crashes):
             try:
-                if self.store.end_crashed(crash):
-                    causes[crash.node] = crash.cause
-                    log.info("node %s: %s %.3fs ago", crash.node, crash.cause, time.time() - crash.at)
-            except Exception:
-                with self.lock:
-                    self.pending[:0] = crashes[i:]
-                raise
+                ended = self.store.end_crashed(crash)
+            except REDIS_ERRORS:
+                self.put_back(crashes[i:])
+                return causes
+            except Exception:  # noqa: BLE001 - one bad report must not stop every pass
+                log.exception("node %s: crash report %r not applied", crash.node, crash)
+                continue
+            if ended:
+                causes[crash.node] = crash.cause
+                log.info("node %s: %s %.3fs ago", crash.node, crash.cause, time.time() - crash.at)
         return causes
+
+    def put_back(self, crashes: list[Crash]) -> None:
+        with self.lock:
+            self.pending[:0] = crashes

@@ -39,6 +39,8 @@ class NodeHealth:
     def step(self, nodes: list[NodeStatus], now: float) -> None:
         for node in nodes:
             self._notice(node, now)
+            if node.alive:
+                self.causes.pop(node.name, None)  # a cause never outlives its crash
             if node.alive or node.drain_reason is not None or self.restarter is None:
                 continue
             running = self.in_flight.get(node.name)
@@ -71,7 +73,6 @@ class NodeHealth:
         if before is None or before == node.alive:
             return
         if node.alive:
-            self.causes.pop(node.name, None)
             since = self.down_since.pop(node.name, None)
             if since is not None:
                 self.store.observe("node_recovery_seconds", now - since)

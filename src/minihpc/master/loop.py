@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Collection
 
 from minihpc.core import dependency, scheduler
 from minihpc.core.config import Settings
@@ -25,7 +26,7 @@ from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
 from minihpc.master.stragglers import StragglerWatch
 from minihpc.metrics import discovery
-from minihpc.restart.spec import Restarter
+from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
 from minihpc.state.store import Store
 
@@ -100,7 +101,8 @@ class Master:
             self.stragglers.step(now)
         return self.schedule(nodes, by_name, now)
 
-    def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool, crashed=frozenset()) -> None:
+    def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool,
+                 crashed: Collection[str] = frozenset()) -> None:
         """End the running jobs that must end. The checks share one snapshot: every transition
         is guarded by the job's current state, so a job two checks pick is ended once. While
         ``quiet`` (an outage's grace) no job is ended for silence, nor for a lost node unless
@@ -226,9 +228,8 @@ class Master:
 
     def run(self) -> None:
         log.info("master: scheduling (redis %s)", self.settings.redis_url.split("@")[-1])
-        watch = getattr(self.restarter, "watch", None)
-        if watch is not None and self.settings.crash_events:
-            watch(self.crashes.report, self.stop)  # crashes as events; heartbeats for silence
+        if isinstance(self.restarter, CrashWatcher) and self.settings.crash_events:
+            self.restarter.watch(self.crashes.report, self.stop)  # crashes as events; heartbeats for silence
         self.reconcile_pending = True
         next_prune = 0.0  # the first pass forgets what is due at once
         while not self.stop.is_set():

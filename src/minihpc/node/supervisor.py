@@ -52,6 +52,15 @@ def commands(
     return out
 
 
+def exit_status(returncode: int) -> int:
+    """The node's exit status after one of its daemons ended on its own: the daemon's, with a
+    signal as 128 + n (as a shell reports it: the container's exit code then names it), and 1
+    for a daemon that ended with 0 (it was not asked to)."""
+    if returncode < 0:
+        return 128 - returncode
+    return returncode or 1
+
+
 def supervise(argvs: list[list[str]], poll: float = 0.2) -> int:
     procs = [subprocess.Popen(argv) for argv in argvs]
     stopping = False
@@ -72,7 +81,7 @@ def supervise(argvs: list[list[str]], poll: float = 0.2) -> int:
         if not stopping:
             log.error("node: %s exited with %s; stopping the others", " ".join(first.args[2:4]), first.returncode)
         processes.terminate([psutil.Process(p.pid) for p in procs if p.poll() is None], STOP_WAIT)
-        return 0 if stopping else (first.returncode or 1)
+        return 0 if stopping else exit_status(first.returncode)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -64,6 +64,7 @@ class Engine:
         conn = _UnixConnection(self.socket_path, None)
         try:
             conn.request("GET", path, headers={"Host": "docker"})
+            sock = conn.sock  # getresponse() lets go of it when the response ends at close
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
@@ -71,7 +72,7 @@ class Engine:
         if resp.status != 200:
             conn.close()
             raise DockerError(f"Docker Engine at {self.socket_path}: GET /events: status {resp.status}; expected 200")
-        return EventStream(conn, resp, self.socket_path)
+        return EventStream(conn, sock, resp, self.socket_path)
 
     def own_project(self) -> str:
         """The Compose project this process's container belongs to, from its labels."""
@@ -108,11 +109,13 @@ class Engine:
 
 
 class EventStream:
-    """An open ``GET /events``: iterate for the events (blocking in between); ``close()`` from
-    any thread ends the iteration."""
+    """An open ``GET /events``: iterate for the events (blocking in between), in one thread;
+    ``close()`` from any thread ends the iteration. The iterating thread releases the
+    connection when it ends (http.client's objects are not to be closed under its feet)."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, where: str):
-        self.conn, self.resp, self.where = conn, resp, where
+    def __init__(self, conn: http.client.HTTPConnection, sock: socket.socket, resp: http.client.HTTPResponse,
+                 where: str):
+        self.conn, self.sock, self.resp, self.where = conn, sock, resp, where
         self.closed = False
 
     def __iter__(self) -> Iterator[dict]:
@@ -120,24 +123,27 @@ class EventStream:
             for line in self.resp:
                 if line.strip():
                     yield json.loads(line)
+            ended = None if self.closed else "it ended"
         except (OSError, ValueError, http.client.HTTPException) as exc:
-            if self.closed:
-                return
-            self.close()
-            raise DockerError(f"Docker Engine at {self.where}: the event stream failed ({exc})") from None
-        if not self.closed:
-            self.close()
-            raise DockerError(f"Docker Engine at {self.where}: the event stream ended")
+            ended = None if self.closed else f"it failed ({exc})"
+        finally:
+            self.release()
+        if ended:
+            raise DockerError(f"Docker Engine at {self.where}: the event stream: {ended}")
 
     def close(self) -> None:
-        if self.closed:
-            return
+        """Make the iterating thread stop: shut the socket down (which wakes a blocked read)."""
         self.closed = True
         try:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
-        except (OSError, AttributeError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
             pass
+
+    def release(self) -> None:
+        """Close the connection: from the thread that iterates (or would have), once it is done."""
+        self.resp.close()
         self.conn.close()
+        self.sock.close()
 
 
 def _short(body) -> str:

@@ -5,6 +5,7 @@ for its heartbeat to lapse. A pidfd follows that very process: a pid reused late
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -43,6 +44,7 @@ class ExitWatcher:
         self.stop = stop
         self.returncode = returncode
         self.fds: dict[int, tuple[str, int]] = {}  # pidfd -> (node, pid)
+        self.poller = select.poll()
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="exit-watcher", daemon=True)
@@ -50,16 +52,31 @@ class ExitWatcher:
         return thread
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                self.track(self.state.node_commands(), self.state.pids())
-                ready, _, _ = select.select(list(self.fds), [], [], RESCAN)
-            except (OSError, ValueError) as exc:
-                log.warning("exit watcher: %s; retrying", exc)
-                time.sleep(RESCAN)
-                continue
-            for fd in ready:
-                self.ended(fd, time.time())
+        failing = False
+        try:
+            while not self.stop.is_set():
+                try:
+                    self.track(self.state.node_commands(), self.state.pids())
+                    ready = self.poller.poll(RESCAN * 1000)
+                    at = time.time()
+                    for fd, _ in ready:
+                        self.ended(fd, at)
+                    failing = False
+                except OSError as exc:
+                    if exc.errno == errno.ENOSYS:
+                        log.warning("exit watcher: this kernel has no pidfds; heartbeats alone tell crashes")
+                        return
+                    if not failing:
+                        log.warning("exit watcher: %s; retrying", exc)
+                    failing = True
+                    self.stop.wait(RESCAN)
+                except Exception:  # noqa: BLE001 - the watcher must outlive a bad look
+                    log.exception("exit watcher: a look failed; retrying")
+                    self.stop.wait(RESCAN)
+        finally:
+            for fd in list(self.fds):
+                os.close(fd)
+            self.fds.clear()
 
     def track(self, nodes: dict, pids: dict[str, int]) -> None:
         """Open a pidfd on each node agent not watched yet."""
@@ -73,8 +90,10 @@ class ExitWatcher:
             except ProcessLookupError:
                 continue  # gone already: its heartbeat tells
             self.fds[fd] = (node, pid)
+            self.poller.register(fd, select.POLLIN)
 
     def ended(self, fd: int, at: float) -> None:
         node, pid = self.fds.pop(fd)
+        self.poller.unregister(fd)
         os.close(fd)
         self.report(Crash(node, at, exit_phrase(self.returncode(node, pid))))

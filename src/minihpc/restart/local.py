@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 
 from minihpc.machine.local_state import LocalState
-from minihpc.restart.exits import ExitWatcher
 from minihpc.machine.processes import process_tree, running, terminate
+from minihpc.restart.exits import ExitWatcher
 
 STOP_GRACE = 5.0
 """Seconds a stopping agent gets to tear its job down (which may save a checkpoint)."""

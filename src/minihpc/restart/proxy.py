@@ -31,11 +31,11 @@ import redis
 
 from minihpc.core.crashes import docker_death
 from minihpc.core.errors import ClusterUnavailable
-from minihpc.core.models import NodeState
+from minihpc.core.models import NodeState, NodeStatus
 from minihpc.restart.engine import DockerError, Engine, EventStream
-from minihpc.restart.watchdog import Watchdog, WatchPolicy
-from minihpc.restart.rules import RateLimits, allow, caller_refusal, name_refusal, prune, state_refusal
+from minihpc.restart.rules import RateLimits, allow, booting, caller_refusal, name_refusal, prune, state_refusal
 from minihpc.restart.token import authorized
+from minihpc.restart.watchdog import Watchdog, WatchPolicy, docker_time
 from minihpc.state.connect import connect
 from minihpc.state.store import Store
 
@@ -43,10 +43,10 @@ log = logging.getLogger(__name__)
 
 ROUTES = "only GET /health, GET /events and POST /restart/<node>"
 STOP_TIMEOUT = 5
+"""Seconds Docker gives a node's processes to stop before it kills them on restart."""
 EVENTS_KEEPALIVE = 10.0
 """Seconds between the empty lines GET /events sends while no node dies (readers time out
 after a few missed ones: minihpc.restart.docker)."""
-"""Seconds Docker gives a node's processes to stop before it kills them on restart."""
 
 
 class NodeStates:
@@ -60,6 +60,11 @@ class NodeStates:
     def state(self, node: str) -> NodeState | None:
         """The node's state, None if it never registered; ClusterUnavailable or a RedisError
         when Redis does not answer."""
+        status = self.status(node)
+        return None if status is None else status.state
+
+    def status(self, node: str) -> NodeStatus | None:
+        """The node as Redis shows it (state, last heartbeat), None if it never registered."""
         store = self._store or Store(connect(self.redis_url))
         try:
             statuses = store.node_statuses()
@@ -67,7 +72,7 @@ class NodeStates:
             self._store = None
             raise
         self._store = store
-        return next((s.state for s in statuses if s.name == node), None)
+        return next((s for s in statuses if s.name == node), None)
 
 
 class RestartProxy:
@@ -108,10 +113,10 @@ class RestartProxy:
         if refusal:
             return 403, refusal
         try:
-            state = self.nodes.state(node)
+            status = self.nodes.status(node)
         except (ClusterUnavailable, redis.RedisError) as exc:
             return 503, f"cannot read {node}'s state from Redis ({exc}); not restarting"
-        refusal = state_refusal(node, state)
+        refusal = state_refusal(node, None if status is None else status.state)
         if refusal:
             return 409, refusal
         container = self.engine.find(self.project, node)
@@ -127,6 +132,11 @@ class RestartProxy:
                 return 429, reason
             self.history = prune(self.history, now, self.limits) + [(now, node)]
         cid = container["Id"]
+        if container.get("State") == "running":
+            started = docker_time(self.engine.inspect(cid).get("State", {}).get("StartedAt"))
+            if booting(True, started, status.last_heartbeat, self.clock()):
+                return 200, (f"{node} ({cid[:12]}) was started again by Docker {self.clock() - started:.1f}s ago, "
+                             "after its agent died; left to boot")
         if container.get("State") == "paused":
             self.engine.act(cid, "unpause")
         self.engine.act(cid, f"restart?t={STOP_TIMEOUT}")
@@ -162,6 +172,7 @@ def stream_deaths(proxy: RestartProxy, stream: EventStream, out, peer: str) -> N
     finally:
         done.set()
         stream.close()
+        stream.release()
 
 
 def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServer:

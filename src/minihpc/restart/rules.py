@@ -56,6 +56,19 @@ def name_refusal(node: str) -> str | None:
     return None
 
 
+BOOTING = 15.0
+"""Seconds after Docker started a node's container again by itself (its restart policy, after
+the agent died) during which the proxy leaves it to boot rather than restart it once more."""
+
+
+def booting(running: bool, started_at: float | None, last_beat: float | None, now: float) -> bool:
+    """Whether the node's container is a new start still booting: running, started after the
+    dead agent's last heartbeat (Docker's restart policy brought it back) and less than BOOTING
+    ago. A crash reported at once would otherwise have the health monitor restart it twice."""
+    return (running and started_at is not None and last_beat is not None and started_at > last_beat
+            and now - started_at < BOOTING)
+
+
 def state_refusal(node: str, state: NodeState | None) -> str | None:
     """Why ``node`` in ``state`` (None: not registered) is not restarted: only DOWN is."""
     if state is None:

@@ -13,15 +13,26 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Protocol
+import threading
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
 
+from minihpc.core.crashes import Crash
 from minihpc.core.errors import UsageError
 
 
 class Restarter(Protocol):
     def restart(self, node: str) -> None:
         """Bring ``node`` back or raise; may take seconds (the monitor calls it off-loop)."""
+
+
+@runtime_checkable
+class CrashWatcher(Protocol):
+    """A restarter that also sees its nodes' agents end (local: pidfds; docker: the proxy's
+    Docker events). The ssh one does not: a node unit's ExecStopPost reports through Redis."""
+
+    def watch(self, report: Callable[[Crash], None], stop: threading.Event) -> None:
+        """Start reporting each agent's end to ``report``, in a thread, until ``stop`` is set."""
 
 
 def from_spec(spec: str | None, env: Mapping[str, str] | None = None) -> Restarter | None:
