@@ -203,8 +203,8 @@ bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
 
-bench-recovery: venv ## Only the recovery benchmark: DRILLS (10) each of stop and kill, p50/p95/max.
-	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS))
+bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events.
+	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 
 lock: ## Re-pin constraints.txt from requirements.txt (needs PyPI).
 	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install --quiet -r requirements.txt && \
