@@ -171,7 +171,10 @@ def test_an_agent_killed_with_sigkill_mid_job_comes_back_and_the_job_resumes(hos
 def test_a_stopped_agent_is_restarted_by_the_master_over_ssh(hosts, first_run):
     assert first_run.returncode == 0
     since = time.time()
-    hosts.exec("node2", "systemctl", "stop", "minihpc-node")
+    # The master sees the agent leave and restarts it over SSH at once, which may replace the
+    # stop job before systemctl returns ("Job for minihpc-node.service canceled."): both are fine.
+    stopped = hosts.exec("node2", "systemctl", "stop", "minihpc-node", check=False)
+    assert stopped.returncode == 0 or "canceled" in stopped.stderr + stopped.stdout, stopped
     kinds = wait_until(lambda: "back" in (k := [i["kind"] for i in incidents(hosts, "node2", since)]) and k,
                        timeout=60, interval=0.5, message="node2 back")
     assert kinds.index("down") < kinds.index("restart") < kinds.index("back"), kinds

@@ -85,8 +85,13 @@ def test_an_agent_back_from_a_crash_keeps_its_figure_and_does_not_probe_again(pr
     log = c.state_dir / "run" / f"{node}.log"
     probes = lambda: log.read_text(errors="replace").count("(speed probe)")  # noqa: E731
     assert probes() == 1
+    since = time.time()
     LocalFaults(c.state_dir).inject("kill", node)
-    wait_until(lambda: {n["name"]: n for n in c.nodes()}[node]["state"] == "down", timeout=30, message=f"{node} down")
+    # DOWN and back within a second (the master sees the agent's process end): read the
+    # incidents rather than catch the state in passing.
+    wait_until(lambda: {"down", "back"} <= {i["kind"] for i in json.loads(c.cli("incidents", "--json").stdout)
+                                            if i["node"] == node and i["at"] >= since},
+               timeout=60, message=f"{node} down and back")
     wait_until(lambda: {n["name"]: n for n in c.nodes()}[node]["state"] == "idle", timeout=60, message=f"{node} back")
     time.sleep(3)  # a probe, had one started, would have reported by now (it takes about 2 s here)
     after = {n["name"]: n for n in c.nodes()}[node]
