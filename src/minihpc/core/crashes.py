@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
+from minihpc.core.outcome import signal_name
+
 
 @dataclass(frozen=True)
 class Crash:
@@ -32,11 +34,7 @@ def exit_phrase(returncode: int | None) -> str:
     if returncode is None:
         return "its process ended"
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"its process was killed by {name}"
+        return f"its process was killed by {signal_name(-returncode)}"
     return f"its process exited with status {returncode}"
 
 
@@ -45,11 +43,8 @@ def container_phrase(exit_code: int | None) -> str:
     container or the agent in it was killed)."""
     if exit_code is None:
         return "its container stopped"
-    if exit_code > 128:
-        try:
-            return f"its container exited with code {exit_code} ({signal.Signals(exit_code - 128).name})"
-        except ValueError:
-            pass
+    if exit_code - 128 in {s.value for s in signal.Signals}:  # 128 + a named signal (not 255, an error)
+        return f"its container exited with code {exit_code} ({signal_name(exit_code - 128)})"
     return f"its container exited with code {exit_code}"
 
 

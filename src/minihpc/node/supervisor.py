@@ -15,6 +15,7 @@ import time
 
 import psutil
 
+from minihpc.core.outcome import from_returncode
 from minihpc.machine import processes
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,7 @@ def exit_status(returncode: int) -> int:
     """The node's exit status after one of its daemons ended on its own: the daemon's, with a
     signal as 128 + n (as a shell reports it: the container's exit code then names it), and 1
     for a daemon that ended with 0 (it was not asked to)."""
-    if returncode < 0:
-        return 128 - returncode
-    return returncode or 1
+    return from_returncode(returncode)[0] or 1
 
 
 def supervise(argvs: list[list[str]], poll: float = 0.2) -> int:
