@@ -27,10 +27,22 @@ RESCAN = 0.25
 def is_agent(pid: int, node: str) -> bool:
     """Whether ``pid`` runs node ``node``'s agent (and not a process that took a freed pid)."""
     try:
-        argv = psutil.Process(pid).cmdline()
+        argv = _cmdline(psutil.Process(pid))
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     return "agent" in argv and any(a == "--name" and b == node for a, b in zip(argv, argv[1:]))
+
+
+def _cmdline(proc, wait: float = 1.0) -> list[str]:
+    """The process's argv. A process its parent has just started can show an empty one for a
+    moment: the parent's Popen returns once exec() has closed its error pipe, before the kernel
+    has set up the new program's arguments. Look again until they appear (or ``wait`` ends)."""
+    deadline = time.monotonic() + wait
+    while True:
+        argv = proc.cmdline()
+        if argv or time.monotonic() >= deadline or proc.status() == psutil.STATUS_ZOMBIE:
+            return argv
+        time.sleep(0.005)
 
 
 class ExitWatcher:
