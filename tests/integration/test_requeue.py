@@ -62,9 +62,10 @@ def test_a_job_that_always_loses_a_node_gets_exactly_max_requeues_plus_one_attem
     assert job["state"] == "NODE_FAIL", job
     assert (job["attempts"], job["requeues"]) == (4, 3)  # max_requeues defaults to 3
     logs = c.cli("logs", job_id).stdout
-    # An attempt can be torn down before its ranks print; the first and last always ran.
-    printed = [int(a) for a in re.findall(r"rank 0 attempt (\d+)", logs)]
-    assert printed[0] == 1 and printed[-1] == 4 and set(printed) <= {1, 2, 3, 4}, printed
+    # An attempt can be torn down before its ranks print; the first and last always ran. The
+    # log is node by node, and node rank 0 may be another node in each attempt: no order.
+    printed = {int(a) for a in re.findall(r"rank 0 attempt (\d+)", logs)}
+    assert {1, 4} <= printed <= {1, 2, 3, 4}, printed
     # Every node is back (and not drained: four restarts stay within the budget of five).
     wait_until(lambda: all(n["state"] == "idle" for n in c.nodes()), timeout=60, message="all nodes idle")
 

@@ -68,6 +68,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                    help="a node failure sends the job back to the queue (the default)")
     p.add_argument("--no-requeue", dest="requeue", action="store_const", const=False,
                    help="never requeue: a node failure ends the job NODE_FAIL")
+    p.add_argument("--cold", action="store_const", const=True, default=None,
+                   help="start a new interpreter for the job instead of forking it from the node's warm launcher")
     p.add_argument("--mem", default=None, help="memory each node must have (4G, 512M; a bare number is MB)")
     p.add_argument("--gres", default=None, metavar="gpu:N", help="GPUs each node must have")
     p.add_argument("-p", "--partition", default=None, help="the node group to run in (config: MINIHPC_PARTITIONS)")
@@ -150,6 +152,7 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         begin_at=parse_slurm_time(pick("begin"), time.time() if now is None else now, "--begin")
         if pick("begin") else None,
         requeue=pick("requeue", True),
+        cold=bool(pick("cold", False)),
         mem_bytes=parse_mem(pick("mem")) if pick("mem") else 0,
         gpus=parse_gres(pick("gres")) if pick("gres") else 0,
         partition=pick("partition", ""),

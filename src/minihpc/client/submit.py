@@ -42,6 +42,7 @@ class Request:
     warn_signal: str = ""
     begin_at: float | None = None
     requeue: bool = True
+    cold: bool = False
     mem_bytes: int = 0
     gpus: int = 0
     partition: str = ""
@@ -212,6 +213,7 @@ def submit(store: Store, request: Request) -> Job:
         warn_signal=request.warn_signal,
         begin_at=request.begin_at,
         requeue=request.requeue,
+        cold=request.cold,
         mem_bytes=request.mem_bytes,
         gpus=request.gpus,
         partition=request.partition,

@@ -95,6 +95,12 @@ mode's process watcher, the restart proxy's Docker events, a systemd unit's Exec
 rather than after node_timeout of silence. Off (0) only to measure the difference (make
 bench-recovery); heartbeats judge silences either way."""
 
+WARM_LAUNCHER = True
+"""Whether a node agent keeps a warm launcher (MINIHPC_WARM_LAUNCHER: a process that has
+imported torch and what DDP pulls in, and forks each job's torchrun from there instead of
+starting a new interpreter; minihpc.node.warm). Off (0) starts every job cold, as ``--cold``
+does for one job."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -119,6 +125,7 @@ class Settings:
     node_gpus: int = NODE_GPUS
     speed_probe: bool = SPEED_PROBE
     crash_events: bool = CRASH_EVENTS
+    warm_launcher: bool = WARM_LAUNCHER
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -203,7 +210,7 @@ _TEXTS = {"redis_url", "job_user", "partitions", "default_partition"}
 """Settings kept as text."""
 
 
-_FLAGS = {"speed_probe", "crash_events"}
+_FLAGS = {"speed_probe", "crash_events", "warm_launcher"}
 """Settings that are on or off: true/false, 1/0, yes/no, on/off."""
 
 

@@ -45,6 +45,7 @@ class LaunchSpec:
     error: str = ""  # -e's pattern; "" : with the output
     environment: dict[str, str] = field(default_factory=dict)  # --export's variables
     warn_signal: str = ""  # --signal's "[B:]SIG@SECS" (core.signals)
+    cold: bool = False  # --cold: torchrun in a new interpreter, not forked from the warm launcher
     partition: str = ""
     array_job_id: int | None = None
     array_task_id: int | None = None

@@ -125,6 +125,7 @@ class Job:
     warn_signal: str = ""  # --signal: "[B:]SIG@SECS" (core.signals), "" : none
     begin_at: float | None = None  # --begin: not started before this time
     requeue: bool = True  # --requeue/--no-requeue: whether a node failure may send it back to the queue
+    cold: bool = False  # --cold: a new interpreter for its torchrun, not a fork of the warm launcher
     mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
     gpus: int = 0  # --gres=gpu:N: GPUs each node must have
     partition: str = ""  # -p: the node group it runs in, "" : the default partition
@@ -152,7 +153,7 @@ class Job:
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
              "gpus", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
-    _BOOLS = ("requeue",)
+    _BOOLS = ("requeue", "cold")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
 

@@ -48,6 +48,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             error=job.error,
             environment=dict(job.environment),
             warn_signal=job.warn_signal,
+            cold=job.cold,
             partition=partition,
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id,

@@ -28,6 +28,7 @@ from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
 from minihpc.node import identity, speed
 from minihpc.node.share import run_share
+from minihpc.node.warm import WarmLauncher
 from minihpc.state.connect import connect
 from minihpc.state.queues import SERIALIZER, node_queue
 from minihpc.state.store import Store
@@ -43,7 +44,7 @@ def launch_task(**payload) -> dict:
     if agent is None:
         raise RuntimeError("launch_task runs only inside a minihpc node agent")
     spec = LaunchSpec.from_payload(payload)
-    result = run_share(spec, agent.store, agent.settings, agent.shutting_down)
+    result = run_share(spec, agent.store, agent.settings, agent.shutting_down, agent.warm)
     return result.to_dict()
 
 
@@ -97,6 +98,7 @@ class NodeAgent:
         self.rq_store = Store(connect(settings.redis_url, socket_timeout=None))
         self.shutting_down = threading.Event()
         self._stopped = threading.Event()
+        self.warm = WarmLauncher() if settings.warm_launcher else None
 
     def going_down(self) -> None:
         """A stop was asked for: stop heartbeating and drop the alive key at once, so the
@@ -143,6 +145,8 @@ class NodeAgent:
             gpu_model=hardware.gpu_model(hardware.gpus(), gpus),
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        if self.warm is not None:
+            self.warm.start()
         log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
         machine = measurements.signature(cpu_model, cpus, cpu_limit)
         if self.settings.speed_probe and measurements.needs_probe(self.store.node_record(self.name), machine):
@@ -188,5 +192,7 @@ class NodeAgent:
             worker.work(with_scheduler=False, logging_level="WARNING")
         finally:
             self._stopped.set()
+            if self.warm is not None:
+                self.warm.close()
             self.store.leave(self.name)
             log.info("node %s: agent stopped", self.name)

@@ -18,7 +18,8 @@ import sys
 import traceback
 
 
-def _exit_code(exc: SystemExit) -> int:
+def exit_code(exc: SystemExit) -> int:
+    """The status ``sys.exit(...)`` asks for, as the interpreter reads it."""
     code = exc.code
     if code is None:
         return 0
@@ -26,6 +27,15 @@ def _exit_code(exc: SystemExit) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+def flush_output() -> None:
+    """Flush stdout and stderr before an ``os._exit``, whatever state they are in."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -69,7 +79,7 @@ def run(script: str, args: list[str]) -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        code = _exit_code(exc)
+        code = exit_code(exc)
     except _Exit as exc:
         code = exc.status
     except BaseException:  # noqa: BLE001 - report like the interpreter would
@@ -78,11 +88,7 @@ def run(script: str, args: list[str]) -> int:
     try:
         atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
+        flush_output()
     if reaper:
         try:
             _end_leftovers()

@@ -21,11 +21,13 @@ from minihpc.core.config import Settings
 from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, script_changed, torchrun_args
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
+from minihpc.core.warm import cold_reason
 from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import teardown, terminate
 from minihpc.node import batch, identity, job_output, job_signals, joblog, reports
+from minihpc.node.warm import Unavailable, WarmLauncher, WarmProcess
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
@@ -81,12 +83,13 @@ def _failing(what: str):
         raise ShareFailed(f"{what}: {exc}") from exc
 
 
-def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: threading.Event) -> NodeResult:
+def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: threading.Event,
+              warm: WarmLauncher | None = None) -> NodeResult:
     """Run this node's ranks of ``spec`` to the end and report the result to the store, once,
     whatever fails on the way: the ranks never outlive the share, and a share that breaks ends
     the job FAILED with the reason (its node is freed by the report)."""
     try:
-        result, stopped = _share(spec, store, settings, shutting_down)
+        result, stopped = _share(spec, store, settings, shutting_down, warm)
     except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
         result, stopped = _broken(store, spec, exc), None
     if stopped is Stop.NODE_SHUTTING_DOWN:
@@ -100,8 +103,8 @@ def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down:
     return _report(store, spec, result)
 
 
-def _share(spec: LaunchSpec, store: Store, settings: Settings,
-           shutting_down: threading.Event) -> tuple[NodeResult, Stop | None]:
+def _share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: threading.Event,
+           warm: WarmLauncher | None) -> tuple[NodeResult, Stop | None]:
     if not retrying(store.attempt_is_current, spec.job_id, spec.attempt, what=f"job {spec.job_id} launch"):
         log.info("job %s attempt %s: no longer running, not launched", spec.job_id, spec.attempt)
         return NodeResult(None), None
@@ -109,7 +112,7 @@ def _share(spec: LaunchSpec, store: Store, settings: Settings,
                                                    what=f"job {spec.job_id} rendezvous")
     if port is None:
         return NodeResult(None), None
-    return _run_ranks(spec, port, store, settings, shutting_down)
+    return _run_ranks(spec, port, store, settings, shutting_down, warm)
 
 
 def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
@@ -139,8 +142,8 @@ def _report(store: Store, spec: LaunchSpec, result: NodeResult) -> NodeResult:
     return result
 
 
-def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
-               shutting_down: threading.Event) -> tuple[NodeResult, Stop | None]:
+def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutting_down: threading.Event,
+               warm: WarmLauncher | None) -> tuple[NodeResult, Stop | None]:
     """torchrun for this node's ranks, watched until they end or must be torn down."""
     with _failing(f"cannot write the job log {spec.log_path}"):
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
@@ -173,7 +176,7 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
                                               lambda: _reap(spec, who, settings.kill_wait))
             problems = f"; {left} process(es) the job left running were killed" if left else ""
         else:
-            result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who)
+            result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who, warm)
         joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
                    f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
@@ -183,7 +186,7 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings,
 
 
 def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutting_down: threading.Event,
-            out, who: identity.Identity | None) -> tuple[NodeResult, Stop | None, str]:
+            out, who: identity.Identity | None, warm: WarmLauncher | None) -> tuple[NodeResult, Stop | None, str]:
     """Start torchrun, its output relayed to ``out`` (joblog: capped), and watch it; its ranks
     are torn down if anything fails meanwhile. The result, why it was stopped, and what was
     wrong with its progress."""
@@ -197,7 +200,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     left = 0
     try:
-        proc = _start(spec, port, env, relay, who)
+        proc = _start(spec, port, env, relay, who, warm, lambda line: _say(out, spec, line))
         signals = job_signals.JobSignals(spec, store, lambda line: _say(out, spec, line),
                                          tasks=lambda: job_signals.descendants(proc.pid))
         try:
@@ -223,13 +226,28 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     return _read_result(result_file, returncode), stopped, forwarder.summary()
 
 
-def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay,
-           who: identity.Identity | None) -> subprocess.Popen:
-    """torchrun, writing to the relay's pipe, or to -o/-e's files (opened by the job's user)."""
-    argv = [sys.executable, "-m", TORCHRUN_MODULE, *torchrun_args(spec, port)]
+def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: identity.Identity | None,
+           warm: WarmLauncher | None, say) -> subprocess.Popen | WarmProcess:
+    """torchrun, writing to the relay's pipe, or to -o/-e's files (opened by the job's user):
+    forked from the warm launcher, or, when it cannot serve the job, a new interpreter (the
+    job's log says why)."""
+    args = torchrun_args(spec, port)
+    argv = [sys.executable, "-m", TORCHRUN_MODULE, *args]
     where = job_output.for_launch(spec)
     try:
         with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
+            why = cold_reason(spec.cold, where is not None, warm.env, env) if warm is not None else None
+            if warm is not None and why is None:
+                try:
+                    proc = warm.launch(args, env, spec.workdir or os.getcwd(), (who.uid, who.gid) if who else None,
+                                       relay.input)
+                    log.info("job %s attempt %s: torchrun pid %s forked warm on %s", spec.job_id, spec.attempt,
+                             proc.pid, spec.node)
+                    return proc
+                except Unavailable as exc:
+                    why = str(exc)
+            if why:
+                say(f"cold start: {why}")
             proc = subprocess.Popen(
                 where.wrap(argv) if where else argv, env=env,
                 cwd=spec.workdir or None, stdout=relay.input, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -12,7 +12,8 @@ print(f"rank {dist.get_rank()} attempt {os.environ['MINIHPC_ATTEMPT']}", flush=T
 dist.barrier()
 if os.environ["SLURM_NODEID"] == "1":
     torchrun = psutil.Process(os.getppid())
-    agent = psutil.Process(torchrun.ppid())
+    # The agent is torchrun's parent, or its grandparent when the warm launcher forked torchrun.
+    agent = next(p for p in torchrun.parents() if "agent" in p.cmdline())
     agent.send_signal(signal.SIGKILL)
     torchrun.send_signal(signal.SIGKILL)
     os._exit(1)

@@ -1,0 +1,113 @@
+"""A child of the warm launcher becoming one job's torchrun: what a cold start gets from exec,
+given here by hand, in the order Popen's child applies it, then torchrun itself.
+
+New session; the signal dispositions and mask a new interpreter has; the job's output on
+stdout and stderr, /dev/null on stdin and nothing else open; the job's working directory; the
+job's user (its group only, all three ids, so no capability is left); the job's environment,
+sys.path and argv, shown in /proc as a cold start's would be. Then it tells the agent it has
+started -- or why it could not, as Popen's exec error would -- closes that socket (job code
+never holds a line to the launcher) and runs torchrun, ending with its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from minihpc.core.launch_spec import TORCHRUN_MODULE
+from minihpc.core.warm import child_path
+from minihpc.machine import proctitle
+from minihpc.node import rank
+
+_PR_SET_DUMPABLE = 4
+_BASE_PATH = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+"""The interpreter's own path, as the warm launcher has it less its PYTHONPATH: a job's comes first."""
+_IGNORED_BY_PYTHON = ("SIGPIPE", "SIGXFSZ")  # what a new interpreter ignores
+
+
+def run(request: dict, out: int, answers: socket.socket) -> None:
+    code = 1
+    try:
+        try:
+            setup(request, out, answers.fileno())
+        except OSError as exc:
+            answers.send(json.dumps({"error": exc.strerror or str(exc), "errno": exc.errno,
+                                     "filename": exc.filename}).encode())
+            os._exit(255)
+        answers.send(json.dumps({"started": True}).encode())
+        answers.close()
+        from minihpc.node import torchrun
+
+        code = torchrun.main(list(request["argv"]))
+    except SystemExit as exc:
+        code = rank.exit_code(exc)
+    except BaseException:  # noqa: BLE001 - as an interpreter would: traceback, status 1
+        traceback.print_exc()
+    finally:
+        rank.flush_output()
+        os._exit(code)
+
+
+def setup(request: dict, out: int, answers: int) -> None:
+    os.setsid()
+    _default_signals()
+    _streams(out, answers)
+    cwd = request.get("cwd") or os.getcwd()
+    os.chdir(cwd)
+    if request.get("uid") is not None:
+        _become(int(request["uid"]), int(request["gid"]))
+    env = {str(k): str(v) for k, v in request["env"].items()}
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = child_path(os.getcwd(), env.get("PYTHONPATH", ""), _BASE_PATH)
+    sys.argv = [sys.modules[TORCHRUN_MODULE].__file__, *request["argv"]]
+    proctitle.become([sys.executable, "-m", TORCHRUN_MODULE, *request["argv"]], env)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()  # a new interpreter seeds it from the OS; random reseeds itself on fork
+
+
+def _default_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else ""
+        want = signal.SIG_IGN if name in _IGNORED_BY_PYTHON else signal.SIG_DFL
+        if sig == signal.SIGINT:
+            want = signal.default_int_handler
+        try:
+            if signal.getsignal(sig) != want:
+                signal.signal(sig, want)
+        except (OSError, ValueError):
+            pass
+
+
+def _streams(out: int, answers: int) -> None:
+    """The job's output on 1 and 2, /dev/null on 0, and nothing else open but ``answers``
+    (what the imports opened in the launcher included)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.closerange(3, answers)
+    os.closerange(answers + 1, os.sysconf("SC_OPEN_MAX"))
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(write_through=True)  # PYTHONUNBUFFERED, as the cold path runs
+
+
+def _become(uid: int, gid: int) -> None:
+    """The job's user, with its group only, as Popen(user=, group=, extra_groups=[])."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    try:  # the uid change made it undumpable, which exec would undo: ps, py-spy and /proc work
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

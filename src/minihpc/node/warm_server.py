@@ -1,0 +1,147 @@
+"""The warm launcher's process: ``python -m minihpc.node.warm_server FD``, started by a node
+agent (minihpc.node.warm), which it serves over the SOCK_SEQPACKET socket FD.
+
+It imports torch and what torchrun and DDP pull in once, checks that no thread has started
+(a fork copies only the thread that forks: a pool started here would be half there), says
+``{"ready": ...}``, then forks one child per request, which becomes that job's torchrun
+(minihpc.node.warm_child). Requests are JSON with two file descriptors: the job's output and a
+socket for the answers about that child -- ``{"pid"}`` once forked, ``{"returncode"}`` (as
+Popen's: -N for signal N) once it has ended and been reaped here. It never runs job code, never
+holds a credential (the agent starts it without them), and ends when the agent closes FD.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+
+MAX_MESSAGE = 1 << 20
+
+
+def warm_up() -> None:
+    """What every torchrun-launched job would import, once (see minihpc.node.torchrun)."""
+    import torch._dynamo  # noqa: F401 - DDP imports it in every rank
+    import torch.distributed.elastic.multiprocessing.errors  # noqa: F401
+    import torch.distributed.launcher.api  # noqa: F401
+    import torch.distributed.run  # noqa: F401
+
+    import minihpc.node.rank  # noqa: F401
+    import minihpc.node.torchrun  # noqa: F401
+    import minihpc.node.warm_child  # noqa: F401
+
+
+def threads() -> int:
+    """Threads of this process, Python's and native ones alike."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def fork_aware_threads() -> int:
+    """Threads every interpreter that imports torch has, and that survive a fork by design:
+    numpy's OpenBLAS starts its pool when it loads and rebuilds it in a forked child
+    (pthread_atfork). Counted before anything else is imported."""
+    try:
+        import numpy  # noqa: F401 - torch imports it too
+    except ImportError:
+        pass
+    return threads()
+
+
+def readiness() -> dict:
+    """Import, then check that nothing started a thread a fork would leave half-copied."""
+    try:
+        allowed = fork_aware_threads()
+        warm_up()
+    except Exception as exc:  # noqa: BLE001 - the agent starts jobs cold and says why
+        return {"ready": False, "why": f"import failed: {type(exc).__name__}: {exc}"}
+    running = threads()
+    if running > allowed or threading.active_count() != 1:
+        return {"ready": False, "why": f"importing torch started {running - allowed} thread(s); a fork copies none of them"}
+    return {"ready": True}
+
+
+class Server:
+    def __init__(self, control: socket.socket):
+        self.control = control
+        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, answers)
+        self.poller = select.poll()
+        self.poller.register(control.fileno(), select.POLLIN)
+
+    def serve(self) -> None:
+        while True:
+            for fd, _ in self.poller.poll():
+                if fd == self.control.fileno():
+                    if not self.take_request():
+                        return
+                else:
+                    self.reap(fd)
+
+    def take_request(self) -> bool:
+        """Fork the child a request asks for; False once the agent has gone."""
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.control, MAX_MESSAGE, 2)
+        except OSError:
+            return False
+        if not data:
+            return False
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return True
+        out, answers = fds[0], socket.socket(fileno=fds[1])
+        try:
+            request = json.loads(data)
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            os.close(out)
+            _send(answers, {"error": f"{type(exc).__name__}: {exc}"})
+            answers.close()
+            return True
+        if pid == 0:
+            self._child(request, out, answers)
+        os.close(out)  # the child has it: the job's output ends when the child's tree exits
+        _send(answers, {"pid": pid})
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = (pid, answers)
+        self.poller.register(pidfd, select.POLLIN)
+        return True
+
+    def _child(self, request: dict, out: int, answers: socket.socket) -> None:
+        from minihpc.node import warm_child
+
+        os.close(self.control.detach())  # no line to the agent, nor to other jobs' answers
+        for pidfd, (_, theirs) in self.children.items():
+            os.close(pidfd)
+            os.close(theirs.detach())
+        warm_child.run(request, out, answers)  # never returns
+
+    def reap(self, pidfd: int) -> None:
+        pid, answers = self.children.pop(pidfd)
+        self.poller.unregister(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        _send(answers, {"returncode": os.waitstatus_to_exitcode(status)})
+        answers.close()
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    try:
+        sock.send(json.dumps(message).encode())
+    except OSError:
+        pass  # the agent stopped listening: the result is nobody's now
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of a local cluster is the agent's to handle
+    control = socket.socket(fileno=int(argv[0]))
+    _send(control, readiness())
+    Server(control).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

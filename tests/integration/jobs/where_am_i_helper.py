@@ -1,0 +1,1 @@
+VALUE = "imported from beside the script"

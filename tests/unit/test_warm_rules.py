@@ -1,0 +1,123 @@
+"""The warm launcher's rules (what starts cold, a forked job's sys.path) and its processes: a
+real launcher forking torchrun, whose status, signals and end reach the agent as a Popen's."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from minihpc.core.warm import child_path, cold_reason
+from minihpc.machine import proctitle
+from minihpc.node.warm import LOST, Unavailable, WarmLauncher, server_env
+from tests.conftest import wait_until
+
+SAME = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"}
+
+
+def test_only_what_is_read_at_start_and_differs_sends_a_job_cold():
+    assert cold_reason(False, False, SAME, dict(SAME, MINIHPC_JOB_ID="4", PYTHONPATH="/src", PYTHONUNBUFFERED="1")) is None
+    assert cold_reason(True, False, SAME, SAME) == "the job asked for a cold start (--cold)"
+    assert "-o/-e files" in cold_reason(False, True, SAME, SAME)
+    why = cold_reason(False, False, SAME, dict(SAME, OMP_NUM_THREADS="1", PYTHONHASHSEED="0", LD_PRELOAD="x.so"))
+    assert why.startswith("its environment sets LD_PRELOAD, OMP_NUM_THREADS, PYTHONHASHSEED differently"), why
+    unset = cold_reason(False, False, SAME, {"PATH": "/usr/bin"})  # unset counts as different too
+    assert "OMP_NUM_THREADS" in unset
+
+
+def test_a_forked_job_s_path_is_a_new_interpreter_s_without_merging():
+    base = ["/usr/lib/python3.11", "/venv/site-packages"]
+    assert child_path("/work", "/src:/work", base) == ["/work", "/src", "/work", *base]
+    assert child_path("/work", "", base) == ["/work", *base]
+
+
+def test_the_launcher_holds_no_credential():
+    env = server_env({"PATH": "/bin", "MINIHPC_REDIS_URL": "redis://node:pw@h", "REDIS_PASSWORD": "pw"})
+    assert env == {"PATH": "/bin", "PYTHONSAFEPATH": "1"}
+
+
+def test_a_forked_process_shows_its_own_command_line_and_environment():
+    child = os.fork()
+    if child == 0:
+        ok = proctitle.become(["python", "-m", "job", "a b"], {"A": "1"})
+        time.sleep(5 if ok else 0)
+        os._exit(0 if ok else 1)
+    try:
+        proc = psutil.Process(child)
+        wait_until(lambda: proc.cmdline() == ["python", "-m", "job", "a b"], timeout=5, message="the new title")
+        assert proc.environ() == {"A": "1"}
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
+SLEEPER = "import os, sys, time; print('up', flush=True); time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))"
+
+
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    script = tmp_path_factory.mktemp("warm") / "sleeper.py"
+    script.write_text(SLEEPER)
+    w = WarmLauncher()
+    w.start()
+    yield w, str(script)
+    w.close()
+
+
+def launch(launcher, seconds: float, code: int, cwd: str = "/tmp"):
+    w, script = launcher
+    read, write = os.pipe()
+    env = {k: v for k, v in w.env.items() if k != "PYTHONSAFEPATH"}
+    args = ["--standalone", "--nproc-per-node=1", "--max-restarts=0", "--monitor-interval=0.02", "--module",
+            "minihpc.node.rank", script, str(seconds), str(code)]
+    try:
+        proc = w.launch(args, env, cwd, None, write)
+    finally:
+        os.close(write)
+    return proc, read
+
+
+def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher):
+    proc, out = launch(launcher, 0, 7)
+    assert proc.wait(timeout=60) == 7
+    assert b"up" in os.read(out, 65536)
+    os.close(out)
+    proc, out = launch(launcher, 60, 0)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    assert proc.poll() is None and psutil.pid_exists(proc.pid)
+    proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    os.close(out)
+
+
+def test_a_bad_working_directory_fails_the_launch_as_popen_would(launcher):
+    with pytest.raises(FileNotFoundError, match="/no/such/dir"):
+        launch(launcher, 0, 0, cwd="/no/such/dir")
+
+
+def test_a_launcher_that_dies_loses_only_the_status_and_is_replaced(launcher):
+    w, _ = launcher
+    proc, out = launch(launcher, 1, 0)
+    old = w.proc.pid
+    os.kill(old, signal.SIGKILL)
+    assert proc.wait(timeout=60) == LOST  # the job ran on; how it ended nobody could read
+    os.close(out)
+    proc, out = launch(launcher, 0, 5)  # a new launcher took over
+    assert w.proc.pid != old and proc.wait(timeout=60) == 5
+    os.close(out)
+
+
+def test_a_launcher_that_cannot_start_sends_jobs_cold(tmp_path):
+    w = WarmLauncher({"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)})
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('broken torch')\n")
+    w.start()
+    try:
+        with pytest.raises(Unavailable, match="not ready .*broken torch"):
+            w.launch([], {}, "/tmp", None, sys.stdout.fileno())
+    finally:
+        w.close()
