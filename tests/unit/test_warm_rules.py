@@ -36,7 +36,7 @@ def test_a_forked_job_s_path_is_a_new_interpreter_s_without_merging():
 
 def test_the_launcher_holds_no_credential():
     env = server_env({"PATH": "/bin", "MINIHPC_REDIS_URL": "redis://node:pw@h", "REDIS_PASSWORD": "pw"})
-    assert env == {"PATH": "/bin", "PYTHONSAFEPATH": "1"}
+    assert env == {"PATH": "/bin", "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def test_a_forked_process_shows_its_own_command_line_and_environment():

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-READ_AT_START = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "TORCH", "PYTORCH_", "LD_", "MALLOC_")
+READ_AT_START = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "TORCH", "PYTORCH_", "TRITON_", "LD_",
+                 "MALLOC_", "LOGLEVEL")
 """Prefixes of what an interpreter, torch or its thread pools read once, at start or import."""
 
 SET_FOR_EACH_JOB = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONSAFEPATH")
@@ -44,4 +45,5 @@ def child_path(cwd: str, pythonpath: str, base: list[str]) -> list[str]:
     have it: the working directory, then PYTHONPATH's entries, then the interpreter's own
     (``base``, the warm launcher's, which has neither). Nothing is merged: an entry may repeat,
     as it does in a new interpreter (the rank replaces the first with the script's folder)."""
-    return [cwd, *(p for p in pythonpath.split(os.pathsep) if p), *base]
+    return [cwd, *(os.path.abspath(p) if p else cwd for p in pythonpath.split(os.pathsep)), *base] if pythonpath \
+        else [cwd, *base]

@@ -42,6 +42,7 @@ def server_env(agent_env: dict[str, str]) -> dict[str, str]:
     it), never importing from its working directory."""
     env = {k: v for k, v in agent_env.items() if k not in DAEMON_ONLY_ENV}
     env["PYTHONSAFEPATH"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"  # its stdout and stderr become the jobs': unbuffered, as job_env has them
     return env
 
 
@@ -80,7 +81,8 @@ class WarmLauncher:
         try:
             answer = json.loads(self.control.recv(4096) or b"{}")
         except (OSError, ValueError) as exc:
-            answer = {"ready": False, "why": f"no answer ({exc})"}
+            answer = {"ready": False, "why": f"no answer in {READY_WAIT:.0f} s ({exc}); a new one starts next time"}
+            self.close()  # its late "ready" would never be read: the next launch starts another
         self.ready = bool(answer.get("ready"))
         self.why = "" if self.ready else str(answer.get("why") or "it ended while importing")
         if self.ready:
@@ -108,7 +110,8 @@ class WarmLauncher:
                        "gid": user[1] if user else None}
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                socket.send_fds(self.control, [json.dumps(request).encode()], [out, theirs.fileno()])
+                socket.send_fds(self.control, [b"fork"], [out, theirs.fileno()])
+                ours.send(json.dumps(request).encode())  # read by the forked child alone
             except OSError as exc:
                 ours.close()
                 raise Unavailable(f"the warm launcher did not take the job ({exc})") from exc
@@ -143,14 +146,15 @@ class WarmProcess:
         """Once the child has started -- or an OSError as Popen raises when exec fails."""
         proc = cls(answers, args)
         started = error = None
-        while started is None and error is None:
+        while started is None and error is None:  # the launcher's and the child's messages, in any order
             message = proc._next(None)
             if message is None:
-                error = {"error": "the warm launcher ended before the job started"}
-            elif "pid" in message:
+                proc._close()
+                raise Unavailable("the warm launcher ended before the job started")
+            if "pid" in message and not proc.pid:
                 proc.pid = int(message["pid"])
                 proc._pidfd = _pidfd(proc.pid)
-            elif "started" in message:
+            if "started" in message:
                 started = True
             elif "error" in message or "returncode" in message:
                 error = message

@@ -24,27 +24,39 @@ from minihpc.machine import proctitle
 from minihpc.node import rank
 
 _PR_SET_DUMPABLE = 4
-_BASE_PATH = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+_BASE_PATH = [p for p in sys.path
+              if p not in {os.path.abspath(e) for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e}]
 """The interpreter's own path, as the warm launcher has it less its PYTHONPATH: a job's comes first."""
 _IGNORED_BY_PYTHON = ("SIGPIPE", "SIGXFSZ")  # what a new interpreter ignores
 
 
-def run(request: dict, out: int, answers: socket.socket) -> None:
+MAX_REQUEST = 1 << 20
+
+
+def run(out: int, answers: socket.socket) -> None:
     code = 1
     try:
+        data = answers.recv(MAX_REQUEST)  # the job, from the agent: never seen by the launcher
+        if not data:
+            os._exit(255)
+        request = json.loads(data)
         try:
             setup(request, out, answers.fileno())
         except OSError as exc:
             answers.send(json.dumps({"error": exc.strerror or str(exc), "errno": exc.errno,
                                      "filename": exc.filename}).encode())
             os._exit(255)
-        answers.send(json.dumps({"started": True}).encode())
+        answers.send(json.dumps({"started": True, "pid": os.getpid()}).encode())
         answers.close()
         from minihpc.node import torchrun
 
         code = torchrun.main(list(request["argv"]))
     except SystemExit as exc:
         code = rank.exit_code(exc)
+    except KeyboardInterrupt:  # as an interpreter ends on an uncaught one: by SIGINT
+        rank.flush_output()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:  # noqa: BLE001 - as an interpreter would: traceback, status 1
         traceback.print_exc()
     finally:
@@ -66,6 +78,9 @@ def setup(request: dict, out: int, answers: int) -> None:
     sys.path[:] = child_path(os.getcwd(), env.get("PYTHONPATH", ""), _BASE_PATH)
     sys.argv = [sys.modules[TORCHRUN_MODULE].__file__, *request["argv"]]
     proctitle.become([sys.executable, "-m", TORCHRUN_MODULE, *request["argv"]], env)
+    dynamo = sys.modules.get("torch._dynamo.config")
+    if dynamo is not None and hasattr(dynamo, "debug_dir_root"):  # taken from the cwd at import
+        dynamo.debug_dir_root = os.path.join(os.getcwd(), "torch_compile_debug")
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()  # a new interpreter seeds it from the OS; random reseeds itself on fork

@@ -5,8 +5,10 @@ It imports torch and what torchrun and DDP pull in once, checks that no thread h
 (a fork copies only the thread that forks: a pool started here would be half there), says
 ``{"ready": ...}``, then forks one child per request, which becomes that job's torchrun
 (minihpc.node.warm_child). Requests are JSON with two file descriptors: the job's output and a
-socket for the answers about that child -- ``{"pid"}`` once forked, ``{"returncode"}`` (as
-Popen's: -N for signal N) once it has ended and been reaped here. It never runs job code, never
+socket for that child, on which the agent sends the job (argv, environment, cwd, user) to the
+child alone -- this process never reads a job's environment, so no job's variables linger in
+the memory later jobs are forked from -- and gets the answers: ``{"pid"}`` once forked,
+``{"returncode"}`` (as Popen's: -N for signal N) once it has ended and been reaped here. It never runs job code, never
 holds a credential (the agent starts it without them), and ends when the agent closes FD.
 """
 
@@ -58,6 +60,10 @@ def readiness() -> dict:
         warm_up()
     except Exception as exc:  # noqa: BLE001 - the agent starts jobs cold and says why
         return {"ready": False, "why": f"import failed: {type(exc).__name__}: {exc}"}
+    try:
+        os.close(os.pidfd_open(os.getpid()))  # how children are watched (Linux 5.3)
+    except OSError as exc:
+        return {"ready": False, "why": f"no pidfds here ({exc})"}
     running = threads()
     if running > allowed or threading.active_count() != 1:
         return {"ready": False, "why": f"importing torch started {running - allowed} thread(s); a fork copies none of them"}
@@ -94,15 +100,14 @@ class Server:
             return True
         out, answers = fds[0], socket.socket(fileno=fds[1])
         try:
-            request = json.loads(data)
             pid = os.fork()
-        except (ValueError, OSError) as exc:
+        except OSError as exc:
             os.close(out)
             _send(answers, {"error": f"{type(exc).__name__}: {exc}"})
             answers.close()
             return True
         if pid == 0:
-            self._child(request, out, answers)
+            self._child(out, answers)
         os.close(out)  # the child has it: the job's output ends when the child's tree exits
         _send(answers, {"pid": pid})
         pidfd = os.pidfd_open(pid)
@@ -110,14 +115,14 @@ class Server:
         self.poller.register(pidfd, select.POLLIN)
         return True
 
-    def _child(self, request: dict, out: int, answers: socket.socket) -> None:
+    def _child(self, out: int, answers: socket.socket) -> None:
         from minihpc.node import warm_child
 
         os.close(self.control.detach())  # no line to the agent, nor to other jobs' answers
         for pidfd, (_, theirs) in self.children.items():
             os.close(pidfd)
             os.close(theirs.detach())
-        warm_child.run(request, out, answers)  # never returns
+        warm_child.run(out, answers)  # never returns
 
     def reap(self, pidfd: int) -> None:
         pid, answers = self.children.pop(pidfd)
