@@ -1,10 +1,17 @@
 #!/usr/bin/env python
 """Engine benchmark: minihpc beside its raw baselines, measured side by side in one run.
 
-1. submit -> all ranks running, for 1-node and 3-node jobs, against a bare torchrun launch
+1. submit -> every rank past its first barrier() for a 3-node job, forked from the nodes' warm
+   launchers, started cold (--cold), and one bare ``torchrun --standalone --nproc-per-node 3``
+   of the same script, samples taken in turn (goal: warm <= 0.3x bare, p50 and p95);
+2. submit -> all ranks running, for 1-node and 3-node jobs, against a bare torchrun launch
    plus a raw rq enqueue -> start (one SimpleWorker);
-2. throughput of N tiny 1-node jobs against raw rq with as many workers as we have nodes,
-   each raw task doing the same torchrun launch (and, for scale, a no-op).
+3. throughput of N tiny 1-node jobs on 3 nodes (goal: >= 20 jobs/s), cold for scale, against
+   raw rq with as many workers as we have nodes, each raw task doing the same torchrun launch
+   (and, for scale, a no-op);
+4. MNIST DDP samples/s through the cluster (3 nodes) against the same script under a bare
+   torchrun of 3 processes, alternating pairs (goal: >= 0.95x; BENCH_MNIST_COLD=1: the cluster
+   starts them cold, to compare).
 
 Writes bench/results/engine.json and engine.md and prints the table.
 """
@@ -34,6 +41,9 @@ from minihpc.ops import local  # noqa: E402
 from minihpc.state.store import Store  # noqa: E402
 
 PROBE = str(ROOT / "scripts" / "bench_probe.py")
+BARRIER = str(ROOT / "scripts" / "bench_barrier.py")
+MNIST = str(ROOT / "jobs" / "train_mnist_distributed.py")
+GOALS = {"barrier": 0.3, "throughput": 20.0, "mnist": 0.95}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,6 +107,66 @@ def ours_throughput(store: Store, jobs: int, tmp: Path) -> float:
     return jobs / (time.time() - t0)
 
 
+def ours_barrier(store: Store, tmp: Path, i: int, cold: bool) -> float:
+    d = tmp / f"barrier-{'cold' if cold else 'warm'}-{i}"
+    t0 = time.time()
+    job = submit(store, Request(script=BARRIER, args=[str(d)], nodes=3, cold=cold))
+    seconds = ranks_started(d, 3) - t0
+    wait_done(store, [job.id], 120)
+    return seconds
+
+
+def ours_cold_throughput(store: Store, jobs: int, tmp: Path) -> float:
+    t0 = time.time()
+    ids = [submit(store, Request(script=PROBE, args=[str(tmp / f"tpc-{i}")], cold=True)).id for i in range(jobs)]
+    wait_done(store, ids, 3600)
+    return jobs / (time.time() - t0)
+
+
+MNIST_ARGS = ["--epochs", "8", "--log-every", "5", "--batch-size", "32"]
+
+
+def samples_per_s(log: str) -> float:
+    """Mean of rank 0's samples/s lines, the first (which holds the start) left out."""
+    values = [float(line.rsplit("samples/s", 1)[1]) for line in log.splitlines() if "samples/s" in line]
+    if len(values) < 2:
+        raise RuntimeError(f"fewer than 2 samples/s lines in:\n{log[-2000:]}")
+    return statistics.mean(values[1:])
+
+
+def ours_mnist(store: Store, data: Path, tmp: Path, i: int) -> float:
+    job = submit(store, Request(script=MNIST, args=[*MNIST_ARGS, "--data-root", str(data)], nodes=3,
+                                cold=bool(os.environ.get("BENCH_MNIST_COLD"))))
+    wait_done(store, [job.id], 900)
+    from minihpc.client.logs import log_files
+
+    record = store.get_job(job.id)
+    return samples_per_s("\n".join(path.read_text(errors="replace") for _, path in log_files(store, record)))
+
+
+def torchrun_mnist(data: Path, tmp: Path, i: int) -> float:
+    ckpt = tmp / f"mnist-bare-{i}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", MNIST, *MNIST_ARGS,
+         "--data-root", str(data), "--checkpoint-dir", str(ckpt)],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"bare torchrun MNIST exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return samples_per_s(proc.stdout)
+
+
+def torchrun_barrier(tmp: Path, i: int) -> float:
+    d = tmp / f"barrier-bare-{i}"
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+                             "--monitor-interval=0.1", BARRIER, str(d)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = ranks_started(d, 3) - t0
+    proc.wait()
+    return seconds
+
+
 # -- baselines ---------------------------------------------------------------------------------
 
 
@@ -119,6 +189,21 @@ def torchrun_latency(nodes: int, samples: int, tmp: Path) -> list[float]:
         for p in procs:
             p.wait()
     return out
+
+
+def raw_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
+    """A redis-server of the raw baselines' own, without users or a password."""
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--dir", str(tmp)], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    return proc, f"redis://127.0.0.1:{port}/0"
 
 
 def start_workers(url: str, queue: str, count: int) -> list[subprocess.Popen]:
@@ -185,6 +270,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10, help="latency samples per case")
     parser.add_argument("--jobs", type=int, default=200, help="jobs in the throughput run")
+    parser.add_argument("--cold-jobs", type=int, default=30, help="jobs in the cold throughput run")
+    parser.add_argument("--mnist-pairs", type=int, default=4, help="alternating MNIST pairs (0: none)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
 
@@ -192,17 +279,19 @@ def main() -> int:
     state = tmp / "state"
     url = local.up(state, workers=2, port=free_port(), log=lambda *_: None)
     store = Store(redis.Redis.from_url(url))
+    raw, raw_url = raw_redis(tmp)  # the rq baselines' own: the cluster's users may touch only its keys
     nodes = 3
     results: dict = {"machine": {"cpus": os.cpu_count()}, "started_at": time.time()}
     try:
         print("warming up (one job of each kind)...", flush=True)
         ours_latency(store, 1, 1, tmp / "warm")
         torchrun_latency(1, 1, tmp / "warm")
+        results["barrier_3node"] = barrier_samples(store, tmp, args.samples)
         for n in (1, 3):
             print(f"latency, {n}-node jobs...", flush=True)
             ours = ours_latency(store, n, args.samples, tmp)
             bare = torchrun_latency(n, args.samples, tmp)
-            rq = rq_latency(url, args.samples)
+            rq = rq_latency(raw_url, args.samples)
             results[f"latency_{n}node"] = {
                 "minihpc": summary(ours),
                 "torchrun": summary(bare),
@@ -210,41 +299,92 @@ def main() -> int:
                 "baseline_p50": pct(bare, 0.5) + pct(rq, 0.5),
                 "baseline_p95": pct(bare, 0.95) + pct(rq, 0.95),
             }
-        print(f"throughput, {args.jobs} tiny 1-node jobs...", flush=True)
+        print(f"throughput, {args.jobs} tiny 1-node jobs warm, {args.cold_jobs} cold...", flush=True)
         results["throughput"] = {
             "jobs": args.jobs,
+            "cold_jobs": args.cold_jobs,
             "workers": nodes,
             "minihpc_jobs_per_s": ours_throughput(store, args.jobs, tmp),
-            "rq_torchrun_jobs_per_s": rq_throughput(url, nodes, args.jobs, "bench_tasks.run_torchrun", tmp),
-            "rq_noop_jobs_per_s": rq_throughput(url, nodes, args.jobs, "bench_tasks.noop", tmp),
+            "minihpc_cold_jobs_per_s": ours_cold_throughput(store, args.cold_jobs, tmp),
+            "rq_torchrun_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.run_torchrun", tmp),
+            "rq_noop_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.noop", tmp),
         }
+        if args.mnist_pairs:
+            results["mnist"] = {"pairs": mnist_pairs(store, tmp, args.mnist_pairs)}
     finally:
         local.down(state, log=lambda *_: None)
+        raw.terminate()
     write_results(Path(args.out), "engine", results, table(results))
     return 0
 
 
+def barrier_samples(store: Store, tmp: Path, samples: int) -> dict:
+    print("submit -> every rank past its first barrier, 3 nodes: warm, cold, bare torchrun in turn...", flush=True)
+    warm, cold, bare = [], [], []
+    for i in range(samples):
+        warm.append(ours_barrier(store, tmp, i, cold=False))
+        cold.append(ours_barrier(store, tmp, i, cold=True))
+        bare.append(torchrun_barrier(tmp, i))
+    return {"warm": summary(warm), "cold": summary(cold), "torchrun": summary(bare)}
+
+
+def mnist_pairs(store: Store, tmp: Path, count: int) -> list[dict]:
+    """Through the cluster and bare, in turn, the order swapped every pair (timings drift)."""
+    print(f"MNIST DDP samples/s, {count} alternating pairs...", flush=True)
+    data = tmp / "data"
+    subprocess.run([sys.executable, str(ROOT / "jobs" / "prepare_mnist.py"), "--root", str(data),
+                    "--source", "digits"], check=True, capture_output=True)
+    pairs = []
+    for i in range(count):
+        runs = {}
+        for who in (("minihpc", "torchrun") if i % 2 == 0 else ("torchrun", "minihpc")):
+            runs[who] = ours_mnist(store, data, tmp, i) if who == "minihpc" else torchrun_mnist(data, tmp, i)
+        pairs.append({**runs, "ratio": runs["minihpc"] / runs["torchrun"]})
+    return pairs
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
 def table(results: dict) -> str:
-    """The markdown table of the engine's figures against the raw baselines."""
+    """The markdown table of the engine's figures against the raw baselines, with each goal."""
     lines = [
-        "| measure | minihpc | raw baseline | ratio |",
-        "|---|---|---|---|",
+        "| measure | minihpc | raw baseline | ratio | goal |",
+        "|---|---|---|---|---|",
     ]
+    b = results["barrier_3node"]
+    for q in ("p50", "p95"):
+        ratio = b["warm"][q] / b["torchrun"][q]
+        lines.append(
+            f"| submit -> every rank past its first barrier, 3 nodes, {q} (s) | {b['warm'][q]:.3f} "
+            f"(cold: {b['cold'][q]:.3f}) | {b['torchrun'][q]:.3f} (torchrun --standalone --nproc-per-node 3) | "
+            f"{ratio:.2f}x | <= {GOALS['barrier']}x: {verdict(ratio <= GOALS['barrier'])} |"
+        )
     for n in (1, 3):
         r = results[f"latency_{n}node"]
         for q in ("p50", "p95"):
             ours, base = r["minihpc"][q], r[f"baseline_{q}"]
             lines.append(
                 f"| submit -> all ranks running, {n}-node, {q} (s) | {ours:.3f} | {base:.3f} "
-                f"(torchrun {r['torchrun'][q]:.3f} + rq {r['rq'][q]:.4f}) | {ours / base:.2f}x |"
+                f"(torchrun {r['torchrun'][q]:.3f} + rq {r['rq'][q]:.4f}) | {ours / base:.2f}x | - |"
             )
     t = results["throughput"]
+    rate = t["minihpc_jobs_per_s"]
     lines.append(
         f"| throughput, {t['jobs']} tiny 1-node jobs, {t['workers']} nodes (jobs/s) | "
-        f"{t['minihpc_jobs_per_s']:.2f} | {t['rq_torchrun_jobs_per_s']:.2f} (rq running torchrun) | "
-        f"{t['rq_torchrun_jobs_per_s'] / t['minihpc_jobs_per_s']:.2f}x |"
+        f"{rate:.2f} (cold, {t['cold_jobs']} jobs: {t['minihpc_cold_jobs_per_s']:.2f}) | "
+        f"{t['rq_torchrun_jobs_per_s']:.2f} (rq running torchrun) | "
+        f"{rate / t['rq_torchrun_jobs_per_s']:.2f}x | >= {GOALS['throughput']:.0f} jobs/s: "
+        f"{verdict(rate >= GOALS['throughput'])} |"
     )
-    lines.append(f"| throughput, raw rq no-op tasks (jobs/s, for scale) | - | {t['rq_noop_jobs_per_s']:.1f} | - |")
+    lines.append(f"| throughput, raw rq no-op tasks (jobs/s, for scale) | - | {t['rq_noop_jobs_per_s']:.1f} | - | - |")
+    for i, pair in enumerate(results.get("mnist", {}).get("pairs", [])):
+        lines.append(
+            f"| MNIST DDP, 3 ranks, samples/s (pair {i + 1}) | {pair['minihpc']:.0f} | {pair['torchrun']:.0f} "
+            f"(torchrun --standalone --nproc-per-node 3) | {pair['ratio']:.2f}x | >= {GOALS['mnist']}x: "
+            f"{verdict(pair['ratio'] >= GOALS['mnist'])} |"
+        )
     return "\n".join(lines)
 
 
