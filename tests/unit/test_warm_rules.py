@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from minihpc.core.warm import child_path, cold_reason
+from minihpc.core.warm import child_path, cold_reason, shadowed
 from minihpc.machine import proctitle
 from minihpc.node.warm import LOST, Unavailable, WarmLauncher, server_env
 from tests.conftest import wait_until
@@ -121,3 +121,20 @@ def test_a_launcher_that_cannot_start_sends_jobs_cold(tmp_path):
             w.launch([], {}, "/tmp", None, sys.stdout.fileno())
     finally:
         w.close()
+
+
+def test_a_module_the_job_brings_itself_is_not_taken_from_the_launcher():
+    assert shadowed({"numpy", "torch"}, {"/work": {"train", "numpy"}}) == (
+        "/work has its own numpy, which the warm launcher has imported already (a new interpreter imports the job's)")
+    assert shadowed({"numpy", "torch"}, {"/work": {"train", "models"}}) is None
+
+
+def test_a_job_whose_folder_has_its_own_numpy_starts_cold(launcher, tmp_path):
+    (tmp_path / "numpy").mkdir()
+    (tmp_path / "numpy" / "__init__.py").write_text("raise ImportError('the job would get this one')\n")
+    with pytest.raises(Unavailable, match=r"has its own numpy"):
+        launch(launcher, 0, 0, cwd=str(tmp_path))
+    (tmp_path / "numpy" / "__init__.py").unlink()  # a namespace folder is no package: it shadows nothing
+    proc, out = launch(launcher, 0, 4, cwd=str(tmp_path))
+    assert proc.wait(timeout=60) == 4
+    os.close(out)

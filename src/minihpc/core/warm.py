@@ -3,7 +3,8 @@
 The warm launcher (minihpc.node.warm) is a process that imported torch once. What a new
 interpreter reads only while it starts -- its flags, and the variables torch and its thread
 libraries read at import -- is fixed there, so a job whose environment sets any of those
-differently, or that asks for it (``--cold``), starts cold, and its log says why.
+differently, whose own path brings a module the launcher imported already, or that asks for it
+(``--cold``), starts cold, and its log says why.
 """
 
 from __future__ import annotations
@@ -47,3 +48,18 @@ def child_path(cwd: str, pythonpath: str, base: list[str]) -> list[str]:
     as it does in a new interpreter (the rank replaces the first with the script's folder)."""
     return [cwd, *(os.path.abspath(p) if p else cwd for p in pythonpath.split(os.pathsep)), *base] if pythonpath \
         else [cwd, *base]
+
+
+def shadowed(imported: set[str], entries: dict[str, set[str]]) -> str | None:
+    """Why the job must start cold because its own path provides a module the warm launcher
+    has imported already (a new interpreter would import the job's copy), or None.
+
+    ``imported``: top-level names the launcher imported (the standard library left out);
+    ``entries``: each path entry the job adds, with the modules it provides (``x.py`` or a
+    package ``x/__init__.py``)."""
+    for entry, names in entries.items():
+        hit = sorted(names & imported)
+        if hit:
+            return (f"{entry} has its own {', '.join(hit[:3])}, which the warm launcher has imported already "
+                    "(a new interpreter imports the job's)")
+    return None

@@ -156,6 +156,9 @@ class WarmProcess:
                 proc._pidfd = _pidfd(proc.pid)
             if "started" in message:
                 started = True
+            elif "cold" in message:  # the job's own path provides a module the launcher imported
+                proc.wait()
+                raise Unavailable(str(message["cold"]))
             elif "error" in message or "returncode" in message:
                 error = message
         if error is not None:

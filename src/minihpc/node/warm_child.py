@@ -19,7 +19,7 @@ import sys
 import traceback
 
 from minihpc.core.launch_spec import TORCHRUN_MODULE
-from minihpc.core.warm import child_path
+from minihpc.core.warm import child_path, shadowed
 from minihpc.machine import proctitle
 from minihpc.node import rank
 
@@ -46,6 +46,11 @@ def run(out: int, answers: socket.socket) -> None:
             answers.send(json.dumps({"error": exc.strerror or str(exc), "errno": exc.errno,
                                      "filename": exc.filename}).encode())
             os._exit(255)
+        imported = _imported()
+        why = shadowed(imported, {e: _provides(e, imported) for e in sys.path if e not in _BASE_PATH})
+        if why:  # the agent starts it cold instead
+            answers.send(json.dumps({"cold": why}).encode())
+            os._exit(0)
         answers.send(json.dumps({"started": True, "pid": os.getpid()}).encode())
         answers.close()
         from minihpc.node import torchrun
@@ -84,6 +89,21 @@ def setup(request: dict, out: int, answers: int) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()  # a new interpreter seeds it from the OS; random reseeds itself on fork
+
+
+def _imported() -> set[str]:
+    """Top-level modules imported here that do not come with Python."""
+    return {name.partition(".")[0] for name in sys.modules} - set(sys.stdlib_module_names) - {"__main__"}
+
+
+def _provides(entry: str, wanted: set[str]) -> set[str]:
+    """Which of ``wanted`` a path entry provides: ``x.py``, or a regular package ``x/__init__.py``."""
+    try:
+        names = set(os.listdir(entry))
+    except OSError:
+        return set()
+    found = {n[:-3] for n in names if n.endswith(".py")} & wanted
+    return found | {n for n in names & wanted if os.path.isfile(os.path.join(entry, n, "__init__.py"))}
 
 
 def _default_signals() -> None:
