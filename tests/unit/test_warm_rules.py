@@ -138,3 +138,17 @@ def test_a_job_whose_folder_has_its_own_numpy_starts_cold(launcher, tmp_path):
     proc, out = launch(launcher, 0, 4, cwd=str(tmp_path))
     assert proc.wait(timeout=60) == 4
     os.close(out)
+
+
+def test_the_launcher_s_own_pythonpath_in_a_job_s_shadows_nothing(tmp_path):
+    # As on Ansible hosts: PYTHONPATH=/opt/minihpc/src in the agent's environment, and so in each job's.
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__import__("minihpc").__file__)))
+    w = WarmLauncher(dict(os.environ, PYTHONPATH=src))
+    w.start()
+    try:
+        (tmp_path / "sleeper.py").write_text(SLEEPER)
+        proc, out = launch((w, str(tmp_path / "sleeper.py")), 0, 6)
+        assert proc.wait(timeout=60) == 6
+        os.close(out)
+    finally:
+        w.close()

@@ -27,6 +27,9 @@ _PR_SET_DUMPABLE = 4
 _BASE_PATH = [p for p in sys.path
               if p not in {os.path.abspath(e) for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e}]
 """The interpreter's own path, as the warm launcher has it less its PYTHONPATH: a job's comes first."""
+_LAUNCHER_PATH = set(sys.path)
+"""Where the launcher imported from (its PYTHONPATH included): a job's path entry among these
+brings the very copies the launcher has."""
 _IGNORED_BY_PYTHON = ("SIGPIPE", "SIGXFSZ")  # what a new interpreter ignores
 
 
@@ -47,7 +50,7 @@ def run(out: int, answers: socket.socket) -> None:
                                      "filename": exc.filename}).encode())
             os._exit(255)
         imported = _imported()
-        why = shadowed(imported, {e: _provides(e, imported) for e in sys.path if e not in _BASE_PATH})
+        why = shadowed(imported, {e: _provides(e, imported) for e in sys.path if e not in _LAUNCHER_PATH})
         if why:  # the agent starts it cold instead
             answers.send(json.dumps({"cold": why}).encode())
             os._exit(0)
