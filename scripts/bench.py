@@ -34,6 +34,7 @@ from rq.serializers import JSONSerializer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+from minihpc.client.logs import log_files  # noqa: E402
 from minihpc.client.submit import Request, submit  # noqa: E402
 from minihpc.core.models import JobState  # noqa: E402
 from minihpc.machine.ports import free_port  # noqa: E402
@@ -138,8 +139,6 @@ def ours_mnist(store: Store, data: Path, tmp: Path, i: int) -> float:
     job = submit(store, Request(script=MNIST, args=[*MNIST_ARGS, "--data-root", str(data)], nodes=3,
                                 cold=bool(os.environ.get("BENCH_MNIST_COLD"))))
     wait_done(store, [job.id], 900)
-    from minihpc.client.logs import log_files
-
     record = store.get_job(job.id)
     return samples_per_s("\n".join(path.read_text(errors="replace") for _, path in log_files(store, record)))
 

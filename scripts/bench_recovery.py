@@ -38,6 +38,7 @@ from bench import summary, write_results  # noqa: E402
 
 from minihpc.machine.ports import free_port  # noqa: E402
 from minihpc.ops import drill, faults, local  # noqa: E402
+from minihpc.restart import rules  # noqa: E402
 from minihpc.state.connect import connect  # noqa: E402
 from minihpc.state.store import Store  # noqa: E402
 
@@ -155,6 +156,22 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def within_rate_limits(faults_at: list[tuple[float, str]], node: str) -> None:
+    """Wait until the restart proxy may restart ``node`` again (one restart per node every
+    NODE_INTERVAL s, MAX_RESTARTS per WINDOW s; minihpc.restart.rules): a drill measures a
+    recovery, not the rate limit -- which a job that resumes within seconds would meet when the
+    next drill follows at once."""
+    while True:
+        now = time.time()
+        last = max((t for t, n in faults_at if n == node), default=None)
+        recent = [t for t, _ in faults_at if now - t < rules.RESTART_WINDOW]
+        wait = max(0.0, (last + rules.NODE_INTERVAL + 4 - now) if last is not None else 0.0,
+                   (min(recent) + rules.RESTART_WINDOW + 1 - now) if len(recent) >= rules.MAX_RESTARTS - 1 else 0.0)
+        if wait <= 0:
+            return
+        time.sleep(wait)
+
+
 def drill_phase(kind_of_cluster: str, env: dict[str, str], kinds: list[str], drills: int, hold: float) -> dict:
     """One cluster, one job, ``drills`` drills of each of ``kinds``: the raw figures by kind."""
     bench = ComposeBench(env) if kind_of_cluster == "compose" else LocalBench(env)
@@ -162,9 +179,12 @@ def drill_phase(kind_of_cluster: str, env: dict[str, str], kinds: list[str], dri
     try:
         store, injector = bench.start()
         job_id = bench.submit(epochs=100000)
+        faults_at: list[tuple[float, str]] = []
         for i in range(drills * len(kinds)):
             kind, node = kinds[i % len(kinds)], WORKERS[(i // len(kinds)) % 2]
             ready(store, job_id)
+            within_rate_limits(faults_at, node)
+            faults_at.append((time.time(), node))
             # Every drill measures a node's first failure: without this, the restart backoff
             # for a node that keeps failing (1, 2, 4, ... s) would grow from drill to drill.
             store.undrain(node)
