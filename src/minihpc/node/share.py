@@ -275,12 +275,13 @@ def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> 
 def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Settings,
            shutting_down: threading.Event, forwarder: reports.Progress,
            signals: job_signals.JobSignals) -> Stop | None:
-    """Poll the ranks, forwarding progress and delivering signals, until they end (None) or
-    must stop (and are)."""
+    """Poll the ranks, forwarding progress and delivering signals, until they end (None, or
+    JOB_ENDED when the job had ended by then: ranks of a job torn down elsewhere may die of it
+    before this share sees it) or must stop (and are)."""
     while proc.poll() is None:
         try:
             proc.wait(timeout=settings.poll_interval)
-            return None
+            break
         except subprocess.TimeoutExpired:
             pass
         forwarder.forward()
@@ -290,7 +291,7 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
             log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
             teardown([proc], settings.kill_wait)
             return stop
-    return None
+    return None if current_or_unknown(store, spec) else Stop.JOB_ENDED
 
 
 def _say(out, spec: LaunchSpec, line: str) -> None:
