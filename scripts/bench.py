@@ -39,6 +39,7 @@ from minihpc.client.submit import Request, submit  # noqa: E402
 from minihpc.core.models import JobState  # noqa: E402
 from minihpc.machine.ports import free_port  # noqa: E402
 from minihpc.ops import local  # noqa: E402
+from minihpc.state.connect import wait_until_answers  # noqa: E402
 from minihpc.state.store import Store  # noqa: E402
 
 PROBE = str(ROOT / "scripts" / "bench_probe.py")
@@ -101,9 +102,10 @@ def ours_latency(store: Store, nodes: int, samples: int, tmp: Path) -> list[floa
     return out
 
 
-def ours_throughput(store: Store, jobs: int, tmp: Path) -> float:
+def ours_throughput(store: Store, jobs: int, tmp: Path, cold: bool = False) -> float:
     t0 = time.time()
-    ids = [submit(store, Request(script=PROBE, args=[str(tmp / f"tp-{i}")])).id for i in range(jobs)]
+    ids = [submit(store, Request(script=PROBE, args=[str(tmp / f"tp{'c' if cold else ''}-{i}")], cold=cold)).id
+           for i in range(jobs)]
     wait_done(store, ids, 3600)
     return jobs / (time.time() - t0)
 
@@ -117,13 +119,6 @@ def ours_barrier(store: Store, tmp: Path, i: int, cold: bool) -> float:
     return seconds
 
 
-def ours_cold_throughput(store: Store, jobs: int, tmp: Path) -> float:
-    t0 = time.time()
-    ids = [submit(store, Request(script=PROBE, args=[str(tmp / f"tpc-{i}")], cold=True)).id for i in range(jobs)]
-    wait_done(store, ids, 3600)
-    return jobs / (time.time() - t0)
-
-
 MNIST_ARGS = ["--epochs", "8", "--log-every", "5", "--batch-size", "32"]
 
 
@@ -135,7 +130,7 @@ def samples_per_s(log: str) -> float:
     return statistics.mean(values[1:])
 
 
-def ours_mnist(store: Store, data: Path, tmp: Path, i: int) -> float:
+def ours_mnist(store: Store, data: Path) -> float:
     job = submit(store, Request(script=MNIST, args=[*MNIST_ARGS, "--data-root", str(data)], nodes=3,
                                 cold=bool(os.environ.get("BENCH_MNIST_COLD"))))
     wait_done(store, [job.id], 900)
@@ -195,13 +190,9 @@ def raw_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--dir", str(tmp)], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
+    problem = wait_until_answers(f"redis://127.0.0.1:{port}/0", 10, interval=0.05)
+    if problem:
+        raise RuntimeError(f"the baselines' redis-server: {problem}")
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
@@ -304,7 +295,7 @@ def main() -> int:
             "cold_jobs": args.cold_jobs,
             "workers": nodes,
             "minihpc_jobs_per_s": ours_throughput(store, args.jobs, tmp),
-            "minihpc_cold_jobs_per_s": ours_cold_throughput(store, args.cold_jobs, tmp),
+            "minihpc_cold_jobs_per_s": ours_throughput(store, args.cold_jobs, tmp, cold=True),
             "rq_torchrun_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.run_torchrun", tmp),
             "rq_noop_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.noop", tmp),
         }
@@ -337,7 +328,7 @@ def mnist_pairs(store: Store, tmp: Path, count: int) -> list[dict]:
     for i in range(count):
         runs = {}
         for who in (("minihpc", "torchrun") if i % 2 == 0 else ("torchrun", "minihpc")):
-            runs[who] = ours_mnist(store, data, tmp, i) if who == "minihpc" else torchrun_mnist(data, tmp, i)
+            runs[who] = ours_mnist(store, data) if who == "minihpc" else torchrun_mnist(data, tmp, i)
         pairs.append({**runs, "ratio": runs["minihpc"] / runs["torchrun"]})
     return pairs
 

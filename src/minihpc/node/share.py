@@ -200,9 +200,9 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     left = 0
     try:
-        proc = _start(spec, port, env, relay, who, warm, lambda line: _say(out, spec, line))
-        signals = job_signals.JobSignals(spec, store, lambda line: _say(out, spec, line),
-                                         tasks=lambda: job_signals.descendants(proc.pid))
+        say = lambda line: _say(out, spec, line)  # noqa: E731
+        proc = _start(spec, port, env, relay, who, warm, say)
+        signals = job_signals.JobSignals(spec, store, say, tasks=lambda: job_signals.descendants(proc.pid))
         try:
             with _failing("watching its ranks failed"):
                 stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals)
