@@ -29,10 +29,10 @@ demo: venv ## Build, start the cluster, train MNIST with DDP on 3 nodes, validat
 
 ##@ Cluster (Docker Compose)
 .PHONY: build up down status clean token
-build: ## Build every image; works without a registry (bootstraps a Debian base).
-	@bash scripts/build-images.sh
+build: venv ## Build every image; works without a registry (bootstraps a Debian base; the packages come from .venv).
+	@VENV=$(VENV) bash scripts/build-images.sh
 
-up: ## Start the cluster and wait until healthy (builds missing images; WORKERS=N for more workers).
+up: venv ## Start the cluster and wait until healthy (builds missing images; WORKERS=N for more workers).
 	$(NEED_COMPOSE)
 	@COMPOSE="$(COMPOSE)" $(if $(filter command line,$(origin WORKERS)),WORKERS=$(WORKERS)) bash scripts/up.sh
 
@@ -48,7 +48,7 @@ status: ## Containers with their health, and the nodes as the scheduler sees the
 
 clean: ## Stop the cluster and DELETE its volumes (jobs, data, models, logs); remove local build outputs.
 	@if [ -n "$(COMPOSE)" ]; then $(COMPOSE) down --volumes --remove-orphans; fi
-	rm -rf $(VENV) .pytest_cache bench/results src/*.egg-info
+	rm -rf $(VENV) .pytest_cache bench/results build/node-src src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 token: ## An API token for the REST API and web page: make token [USER=name] [ADMIN=1] (printed once).
@@ -141,7 +141,7 @@ ansible-setup: venv ## Provision hosts into a cluster: make ansible-setup INVENT
 	@if [ -z "$(INVENTORY)" ]; then echo "usage: make ansible-setup INVENTORY=path/to/inventory.yml [ARGS='--check --diff']  (start from ansible/inventory.example.yml)" >&2; exit 2; fi
 	@if [ ! -f "$(INVENTORY)" ]; then echo "make ansible-setup: error: inventory '$(INVENTORY)' does not exist (start from ansible/inventory.example.yml)" >&2; exit 2; fi
 	@bash scripts/host-deps.sh ansible
-	@wheelhouse=$$(bash scripts/wheelhouse.sh) && ANSIBLE_CONFIG=ansible/ansible.cfg $(VENV)/bin/ansible-playbook \
+	@wheelhouse=$$(PYTHON=$(VENV)/bin/python bash scripts/wheelhouse.sh) && ANSIBLE_CONFIG=ansible/ansible.cfg $(VENV)/bin/ansible-playbook \
 		-i "$(abspath $(INVENTORY))" ansible/site.yml -e minihpc_wheelhouse_src="$$wheelhouse" $(ARGS)
 
 ansible-check: venv ## Check ansible/: syntax, and ansible-lint with its production profile.
@@ -167,10 +167,10 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-ansible test-e2e bench bench-api bench-recovery bench-balance lock
+.PHONY: venv test test-unit test-integration test-ansible test-e2e bench bench-api bench-recovery bench-balance bench-demo lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
-	@bash scripts/venv.sh
+	@VENV=$(VENV) bash scripts/venv.sh
 
 test: venv ## All tests: unit, integration (real local cluster), Ansible (systemd hosts over SSH) and e2e (real containers), the last two when Docker runs; installs what they need.
 	@bash scripts/host-deps.sh test
@@ -205,6 +205,10 @@ bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job,
 
 bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events.
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
+
+bench-demo: ## The first make demo as on a fresh machine, then a second: DELETES minihpc's images, volumes, venv and caches first (FRESH=1).
+	$(NEED_COMPOSE)
+	@COMPOSE="$(COMPOSE)" VENV=$(VENV) $(if $(FRESH),FRESH=$(FRESH)) bash scripts/bench-demo.sh
 
 lock: ## Re-pin constraints.txt from requirements.txt (needs PyPI).
 	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install --quiet -r requirements.txt && \

@@ -32,13 +32,13 @@ fi
 if ! command -v mmdebstrap >/dev/null && ! command -v debootstrap >/dev/null; then
     echo "==> installing mmdebstrap from Debian's packages"
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null 2> >(grep -v '^debconf: delaying' >&2)
 fi
 
 work=$(mktemp -d)
 trap '"${SUDO[@]}" rm -rf "$work"' EXIT
 start=$(date +%s)
-echo "==> bootstrapping Debian $SUITE into an image $TAG (once per machine, about a minute)"
+echo "==> bootstrapping Debian $SUITE into an image $TAG (once per machine, about 25 s)"
 if command -v mmdebstrap >/dev/null; then
     "${SUDO[@]}" mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \

@@ -67,7 +67,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         trap 'rm -f "$policy"' EXIT
     fi
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2> >(grep -v '^debconf: delaying' >&2)
     exit 0
 fi
 echo "$what: missing ${need[*]}; install with: sudo apt-get install -y ${need[*]}" >&2

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Create or refresh .venv from a wheelhouse built once per machine.
+# Create or refresh .venv from a wheelhouse filled once per machine (scripts/wheelhouse.sh).
 #
-# The wheelhouse (scripts/wheelhouse.sh) is filled from PyPI once per machine and shared with
-# the image build, so a second run works offline. The venv is rebuilt only when the requirements, constraints or pyproject change.
+# The venv comes first, so its own pip (ensurepip's) fills the wheelhouse: a system Python
+# without pip is enough. uv (requirements-build.txt) then installs every wheel into the venv,
+# in parallel and with bytecode compiled; pip does it where uv cannot be installed. The venv is
+# rebuilt only when the requirements, constraints, pyproject or MINIHPC_TORCH_INDEX change.
+#   venv.sh --stamp   prints the stamp a current venv has (scripts/build-images.sh checks it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-stamp_of() { cat requirements.txt requirements-ansible.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16; }
+stamp_of() { { cat pyproject.toml; bash scripts/wheelhouse.sh --stamp; } | sha256sum | cut -c1-16; }
 STAMP=$(stamp_of)
+[ "${1:-}" = --stamp ] && { echo "$STAMP"; exit 0; }
 
 if [ -f "$VENV/.minihpc-stamp" ] && [ "$(cat "$VENV/.minihpc-stamp")" = "$STAMP" ]; then
     exit 0
@@ -20,12 +24,25 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     exit 1
 fi
 
-WHEELHOUSE=$(PYTHON="$PYTHON" bash scripts/wheelhouse.sh)
-
-echo "==> creating $VENV from the wheelhouse"
+start=$(date +%s)
+echo "==> creating $VENV"
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELHOUSE" -r requirements.txt -r requirements-ansible.txt -c constraints.txt
-"$VENV/bin/pip" install --quiet --no-index --no-deps --no-build-isolation -e .
+WHEELHOUSE=$(PYTHON="$VENV/bin/python" bash scripts/wheelhouse.sh)
+REQUIREMENTS=(-r requirements.txt -r requirements-ansible.txt -c constraints.txt)
+
+echo "==> installing the wheelhouse's packages into $VENV"
+if "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" \
+        -r requirements-build.txt 2>/dev/null; then
+    # uv's lines: resolved, unpacked, installed and compiled, each with its count and time.
+    "$VENV/bin/uv" pip install --python "$VENV/bin/python" --no-index --find-links "$WHEELHOUSE" \
+        --compile-bytecode "${REQUIREMENTS[@]}" 2>&1 | grep --line-buffered -v '^ [+-] ' | sed -u 's/^/    /'
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-index --no-deps --no-build-isolation -e .
+else
+    echo "    (uv cannot be installed here: pip installs them, one at a time)"
+    "$VENV/bin/pip" install --disable-pip-version-check --progress-bar off --no-index --find-links "$WHEELHOUSE" \
+        "${REQUIREMENTS[@]}" | grep --line-buffered -E '^(Installing|Successfully)' | sed -u 's/^/    /'
+    "$VENV/bin/pip" install --quiet --no-index --no-deps --no-build-isolation -e .
+fi
 echo "$STAMP" > "$VENV/.minihpc-stamp"
-echo "==> $VENV ready: $("$VENV/bin/python" -c 'import torch, rq, redis; print(f"torch {torch.__version__}, rq {rq.__version__}, redis-py {redis.__version__}")')"
+echo "==> $VENV ready in $(( $(date +%s) - start ))s: $("$VENV/bin/python" -c 'import torch, rq, redis; print(f"torch {torch.__version__}, rq {rq.__version__}, redis-py {redis.__version__}")')"

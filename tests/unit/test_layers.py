@@ -90,7 +90,7 @@ def test_the_layer_check_catches_an_upward_import():
 def _python_module_strings() -> set[str]:
     """Every ``-m minihpc...`` a program, Dockerfile, Makefile or Compose file starts."""
     found = set()
-    files = [*modules(), *ROOT.glob("scripts/*"), ROOT / "Dockerfile", ROOT / "Makefile",
+    files = [*modules(), *ROOT.glob("scripts/*"), *ROOT.glob("scripts/images/*"), ROOT / "Dockerfile", ROOT / "Makefile",
              ROOT / "docker-compose.yml", *ROOT.glob("config/*.yml")]
     for path in files:
         if path.is_file():

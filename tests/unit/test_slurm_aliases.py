@@ -1,6 +1,7 @@
 """Slurm's command names as aliases (sbatch, squeue, scancel, sinfo, sacct, scontrol): each runs
-its minihpc subcommand under its own name, pyproject and the Dockerfile install the same ones,
-and ``sinfo -R`` lists drained and DOWN nodes with their reasons."""
+its minihpc subcommand under its own name; pyproject and the node image
+(scripts/images/node-base.Dockerfile) install the same ones; and ``sinfo -R`` lists drained and
+DOWN nodes with their reasons."""
 
 import os
 import re
@@ -75,8 +76,8 @@ def test_pyproject_installs_every_alias():
 
 
 def dockerfile_instruction(needle: str) -> str:
-    """The Dockerfile instruction (continuation lines joined) that contains ``needle``."""
-    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    """The node base image's instruction (continuation lines joined) that contains ``needle``."""
+    text = re.sub(r"\\\n", " ", (ROOT / "scripts/images/node-base.Dockerfile").read_text())
     found = [line for line in text.splitlines() if needle in line and not line.lstrip().startswith("#")]
     assert len(found) == 1, found
     return found[0]
