@@ -12,12 +12,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 import redis
 
+from minihpc.core.restart_policy import RestartPolicy
+from minihpc.master.health import NodeHealth
 from minihpc.restart.docker import DockerRestarter
 from minihpc.state import acl
 from minihpc.state.connect import connect
@@ -224,3 +227,26 @@ def test_node_container_deaths_stream_to_the_master_with_the_token_only(world):
         assert reports[1].cause == "its container exited with code 1"
     finally:
         stop.set()
+
+
+def test_the_master_asks_again_when_the_proxy_s_retry_after_says_it_may(world):
+    """A node that fails again just after a restart: the master's health monitor asks the proxy
+    again when the 429's Retry-After says, not after its 20 s boot grace, and the refused attempt
+    spends none of the node's budget."""
+    world.start_proxy("--node-interval", "3")
+    restarter = DockerRestarter(f"http://127.0.0.1:{world.port}", TOKEN, timeout=10)
+    health = NodeHealth(world.store, restarter, RestartPolicy(), node_timeout=2.0)
+    restarter.restart("worker-node-2")  # the restart that ended its last outage: it comes back...
+    world.store.register_node("worker-node-2", "worker-node-2", cpus=2, memory_bytes=2**30, ttl=600)
+    health.step(world.store.node_statuses(), time.time())
+    world.store.leave("worker-node-2")  # ...and fails again at once
+
+    def restarted_twice() -> bool:
+        health.step(world.store.node_statuses(), time.time())
+        return world.docker.posted() == ["worker-node-2 restart"] * 2
+
+    wait_until(restarted_twice, timeout=15, interval=0.1, message="the master's restart of worker-node-2")
+    assert world.logs().count("POST /restart/worker-node-2 from 127.0.0.1: 429") == 1  # asked again once allowed
+    assert len(world.store.restarts("worker-node-2")) == 1  # the refused attempt was taken back
+    refused = [i for i in world.store.incidents() if i.get("kind") == "restart_failed"]
+    assert len(refused) == 1 and "429" in refused[0]["error"], refused

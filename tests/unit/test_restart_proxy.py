@@ -18,7 +18,7 @@ from minihpc.restart.engine import DockerError
 from minihpc.restart.proxy import RestartProxy, make_server
 from minihpc.restart.watchdog import Revive, Watchdog, WatchPolicy, decide, docker_time
 from minihpc.restart.rules import RateLimits, allow
-from minihpc.restart.spec import from_spec
+from minihpc.restart.spec import RestartRefused, from_spec
 
 TOKEN = "k3Jx9-generated-token-0123456789abcdef"
 AUTH = f"Bearer {TOKEN}"
@@ -118,6 +118,19 @@ def test_at_most_max_restarts_per_window_in_total():
     ok, reason = allow(130.0, history, "master-node", LIMITS)
     assert not ok and reason == "3 restarts in the last 60s; at most 3 (next in 30.0s)"
     assert allow(160.0, history, "master-node", LIMITS) == (True, "ok")  # the first aged out
+
+
+def test_wait_before_is_when_both_limits_let_the_node_through():
+    """What a 429's Retry-After says: the later of the node's interval and the window's slot."""
+    history = [(100.0, "worker-node-1")]
+    assert rules.wait_before(105.0, history, "worker-node-1", LIMITS) == 5.0
+    assert rules.wait_before(105.0, history, "worker-node-2", LIMITS) == 0.0
+    assert rules.wait_before(112.0, history, "worker-node-1", LIMITS) == 0.0
+    full = [(100.0, "worker-node-1"), (101.0, "worker-node-2"), (125.0, "worker-node-3")]
+    assert rules.wait_before(130.0, full, "master-node", LIMITS) == 30.0  # the window: 100 + 60
+    assert rules.wait_before(130.0, full, "worker-node-3", LIMITS) == 30.0  # both; the window is later
+    assert rules.wait_before(160.0, full, "worker-node-3", LIMITS) == 0.0
+    assert not allow(130.0, full, "worker-node-3", LIMITS)[0] and allow(160.0, full, "worker-node-3", LIMITS)[0]
 
 
 def test_prune_keeps_what_can_still_refuse():
@@ -365,6 +378,10 @@ def test_the_master_s_restarter_talks_to_the_proxy_over_http(proxy):
             DockerRestarter(url, TOKEN, timeout=5).restart("master-node")
         with pytest.raises(RuntimeError, match="^restart proxy refused worker-node-2: 401 missing or wrong restart token"):
             DockerRestarter(url, "another-token-another-token", timeout=5).restart("worker-node-2")
+        # Again at once: the rate limit refuses, and says when it will not (whole seconds, rounded up).
+        with pytest.raises(RestartRefused, match="^restart proxy refused worker-node-1: 429 worker-node-1 was restarted") as refused:
+            DockerRestarter(url, TOKEN, timeout=5).restart("worker-node-1")
+        assert refused.value.retry_after == 10.0  # the proxy's clock stands still: its whole interval
         import urllib.request
 
         with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:  # open, and says nothing

@@ -12,7 +12,7 @@ import threading
 
 from minihpc.core.models import NodeStatus
 from minihpc.core.restart_policy import Action, RestartPolicy, decide, recent
-from minihpc.restart.spec import Restarter
+from minihpc.restart.spec import Restarter, RestartRefused
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ class NodeHealth:
         self.down_since: dict[str, float] = {}
         self.outage_end: float | None = None
         self.causes: dict[str, str] = {}  # node -> how a watcher saw it crash (master.crashes)
+        self.not_before: dict[str, float] = {}  # node -> when the restarter said it may restart it
 
     def outage_ended(self, at: float) -> None:
         """Redis answers again at ``at`` after an outage: the silence before does not count
@@ -41,10 +42,11 @@ class NodeHealth:
             self._notice(node, now)
             if node.alive:
                 self.causes.pop(node.name, None)  # a cause never outlives its crash
+                self.not_before.pop(node.name, None)
             if node.alive or node.drain_reason is not None or self.restarter is None:
                 continue
             running = self.in_flight.get(node.name)
-            if running is not None and running.is_alive():
+            if (running is not None and running.is_alive()) or now < self.not_before.get(node.name, 0.0):
                 continue
             # When this monitor saw it go DOWN; else (a restarted master) when its alive key
             # lapsed, node_timeout after the last heartbeat -- or sooner, if its agent dropped
@@ -56,7 +58,8 @@ class NodeHealth:
             if action is Action.RESTART:
                 self.store.record_restart(node.name, now)
                 self.store.incident("restart", node.name, attempt=len(recent(history, self.policy, now)) + 1)
-                thread = threading.Thread(target=self._restart, args=(node.name,), name=f"restart-{node.name}", daemon=True)
+                thread = threading.Thread(target=self._restart, args=(node.name, now), name=f"restart-{node.name}",
+                                          daemon=True)
                 self.in_flight[node.name] = thread
                 thread.start()
             elif action is Action.DRAIN:
@@ -88,10 +91,17 @@ class NodeHealth:
             else:
                 log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
 
-    def _restart(self, name: str) -> None:
+    def _restart(self, name: str, at: float) -> None:
         try:
             self.restarter.restart(name)
             log.warning("node %s: restarted", name)
+        except RestartRefused as exc:
+            # Not restarted: ask again when the restarter said, not after a boot grace.
+            if exc.retry_after is not None:
+                self.store.forget_restart(name, at)
+                self.not_before[name] = at + exc.retry_after
+            self.store.incident("restart_failed", name, error=str(exc)[:300])
+            log.warning("node %s: restart refused for now (%s)", name, exc)
         except Exception as exc:  # noqa: BLE001 - a failed restart is an incident, not a crash
             self.store.incident("restart_failed", name, error=str(exc)[:300])
             log.error("node %s: restart failed: %s", name, exc)

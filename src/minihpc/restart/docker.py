@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 
 from minihpc.core.crashes import Crash, container_phrase
+from minihpc.restart.spec import RestartRefused
 from minihpc.restart.token import bearer
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,10 @@ class DockerRestarter:
             with urllib.request.urlopen(request, timeout=self.timeout) as resp:
                 resp.read()
         except urllib.error.HTTPError as exc:
-            raise RuntimeError(f"restart proxy refused {node}: {exc.code} {_message(exc.read())}") from None
+            message = f"restart proxy refused {node}: {exc.code} {_message(exc.read())}"
+            if exc.code == 429:
+                raise RestartRefused(message, _seconds(exc.headers.get("Retry-After"))) from None
+            raise RuntimeError(message) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RuntimeError(f"restart proxy at {self.url} did not answer for {node} ({reason})") from None
@@ -71,6 +75,14 @@ class DockerRestarter:
                 failing = True
             stop.wait(delay)
             delay = min(delay * 2, RECONNECT_MAX)
+
+
+def _seconds(value: str | None) -> float | None:
+    """A Retry-After header's delay in seconds (the proxy sends seconds, never an HTTP date)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _message(body: bytes) -> str:

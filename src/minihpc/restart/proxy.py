@@ -10,7 +10,8 @@ every rule lets it through, in this order:
 - 403: the name is a node's, never the control plane's (:func:`~minihpc.restart.rules.name_refusal`);
 - 503 / 409: Redis answers and shows the node DOWN (:func:`~minihpc.restart.rules.state_refusal`);
 - 404 / 403: the node has a container, and it is not the caller's own;
-- 429: the rate limits allow it (:func:`~minihpc.restart.rules.allow`).
+- 429: the rate limits allow it (:func:`~minihpc.restart.rules.allow`); the answer's Retry-After
+  header says in how many seconds they will (:func:`~minihpc.restart.rules.wait_before`).
 
 It unpauses a paused container, then restarts it (which also starts a stopped one). Nothing
 else of the Docker API is reachable through it. It also runs the watchdog that starts Redis
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -33,7 +35,8 @@ from minihpc.core.crashes import docker_death
 from minihpc.core.errors import ClusterUnavailable
 from minihpc.core.models import NodeState, NodeStatus
 from minihpc.restart.engine import DockerError, Engine, EventStream
-from minihpc.restart.rules import RateLimits, allow, booting, caller_refusal, name_refusal, prune, state_refusal
+from minihpc.restart.rules import (RateLimits, allow, booting, caller_refusal, name_refusal, prune, state_refusal,
+                                   wait_before)
 from minihpc.restart.token import authorized
 from minihpc.restart.watchdog import Watchdog, WatchPolicy, docker_time
 from minihpc.state.connect import connect
@@ -99,6 +102,14 @@ class RestartProxy:
             return self.restart(match.group(1), caller)
         except DockerError as exc:
             return 502, str(exc)
+
+    def retry_after(self, path: str) -> int | None:
+        """For a 429 on ``path``: whole seconds until its node may be restarted (Retry-After)."""
+        match = re.fullmatch(r"/restart/([^/?]+)", path)
+        if not match:
+            return None
+        with self.lock:
+            return math.ceil(wait_before(self.clock(), self.history, match.group(1), self.limits))
 
     def deaths(self, events: Iterable[dict]) -> Iterator[dict]:
         """Each node container of this project that dies, as {"node", "at", "exit_code"}, from
@@ -177,11 +188,13 @@ def stream_deaths(proxy: RestartProxy, stream: EventStream, out, peer: str) -> N
 
 def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, message: str) -> None:
+        def _answer(self, status: int, message: str, retry_after: int | None = None) -> None:
             data = json.dumps({"message": message}).encode()
             self.send_response(status)
             if status == 401:
                 self.send_header("WWW-Authenticate", "Bearer")
+            if retry_after is not None:
+                self.send_header("Retry-After", str(retry_after))
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -212,7 +225,7 @@ def make_server(proxy: RestartProxy, host: str, port: int) -> ThreadingHTTPServe
                 log.exception("POST %s from %s failed", self.path[:100], caller)
                 status, message = 500, f"{type(exc).__name__}: {exc}"
             log.warning("POST %s from %s: %s %s", self.path[:100], caller, status, message)
-            self._answer(status, message)
+            self._answer(status, message, proxy.retry_after(self.path) if status == 429 else None)
 
         def log_message(self, *args):  # quiet: the line above is the log
             pass

@@ -93,6 +93,19 @@ def caller_refusal(node: str, container: dict, caller: str) -> str | None:
     return None
 
 
+def wait_before(now: float, history: History, node: str, limits: RateLimits) -> float:
+    """Seconds from ``now`` until both limits let ``node`` be restarted (0.0: at once); the
+    proxy's Retry-After on a 429."""
+    waits = [0.0]
+    last = max((t for t, n in history if n == node), default=None)
+    if last is not None:
+        waits.append(last + limits.node_interval - now)
+    recent = sorted(t for t, _ in history if now - t < limits.window)
+    if len(recent) >= limits.max_restarts:
+        waits.append(recent[len(recent) - limits.max_restarts] + limits.window - now)
+    return max(waits)
+
+
 def allow(now: float, history: History, node: str, limits: RateLimits) -> tuple[bool, str]:
     """(True, "ok") if a restart of ``node`` at ``now`` keeps within ``limits``, else
     (False, why): one restart per node per ``node_interval``, ``max_restarts`` per ``window``."""

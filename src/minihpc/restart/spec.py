@@ -21,6 +21,15 @@ from minihpc.core.crashes import Crash
 from minihpc.core.errors import UsageError
 
 
+class RestartRefused(RuntimeError):
+    """The restarter will not restart the node yet (the restart proxy's rate limits) and says
+    when it may: ``retry_after`` seconds from its answer, or None when it did not say."""
+
+    def __init__(self, message: str, retry_after: float | None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Restarter(Protocol):
     def restart(self, node: str) -> None:
         """Bring ``node`` back or raise; may take seconds (the monitor calls it off-loop)."""

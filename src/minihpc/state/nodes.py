@@ -188,6 +188,11 @@ class NodeRegistry:
             pipe.ltrim(keys.node_restarts(node), 0, RESTARTS_KEPT - 1)
             pipe.execute()
 
+    def forget_restart(self, node: str, at: float) -> None:
+        """Take back the restart recorded at ``at``: the restarter refused it, so it neither
+        spends the node's budget nor starts its boot grace."""
+        self.r.lrem(keys.node_restarts(node), 1, at)
+
     def restarts(self, node: str) -> list[float]:
         return sorted(float(x) for x in self.r.lrange(keys.node_restarts(node), 0, -1))
 
