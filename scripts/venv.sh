@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Create or refresh .venv from a wheelhouse filled once per machine (scripts/wheelhouse.sh).
 #
-# The venv comes first, so its own pip (ensurepip's) fills the wheelhouse: a system Python
-# without pip is enough. uv (requirements-build.txt) then installs every wheel into the venv,
-# in parallel and with bytecode compiled; pip does it where uv cannot be installed. The venv is
-# rebuilt only when the requirements, constraints, pyproject or MINIHPC_TORCH_INDEX change.
+# A system Python without pip is enough: a throwaway venv's pip fills the wheelhouse then. uv
+# (requirements-build.txt) installs every wheel into the venv, in parallel and with bytecode
+# compiled; pip does it where uv cannot be installed. The venv is rebuilt only when the
+# requirements, constraints, pyproject or MINIHPC_TORCH_INDEX change.
 #   venv.sh --stamp   prints the stamp a current venv has (scripts/build-images.sh checks it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +25,19 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 
 start=$(date +%s)
+# The wheelhouse first, so a download that fails leaves the old venv as it was. Its pip is the
+# system Python's, or a throwaway venv's (ensurepip) where the system Python has none.
+pip_python=$PYTHON
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    boot=$(mktemp -d)
+    trap 'rm -rf "$boot"' EXIT
+    "$PYTHON" -m venv "$boot"
+    pip_python=$boot/bin/python
+fi
+WHEELHOUSE=$(PYTHON="$pip_python" bash scripts/wheelhouse.sh)
 echo "==> creating $VENV"
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-WHEELHOUSE=$(PYTHON="$VENV/bin/python" bash scripts/wheelhouse.sh)
 REQUIREMENTS=(-r requirements.txt -r requirements-ansible.txt -c constraints.txt)
 
 echo "==> installing the wheelhouse's packages into $VENV"

@@ -43,7 +43,8 @@ if [ "$(cat "$WHEELHOUSE/$STAMP_FILE" 2>/dev/null)" != "$STAMP" ]; then
     if [ -n "$TORCH_INDEX" ]; then
         # pip would only warn about an index it cannot reach, and take PyPI's CUDA build instead.
         if ! err=$(curl -fsS -o /dev/null --max-time 20 "${TORCH_INDEX%/}/torch/" 2>&1); then
-            echo "wheelhouse: MINIHPC_TORCH_INDEX $TORCH_INDEX is not reachable (${err#curl: }); unset it to take torch from PyPI" >&2
+            err=$(sed 's/^curl: ([0-9]*) //' <<< "$err")
+            echo "wheelhouse: MINIHPC_TORCH_INDEX $TORCH_INDEX is not reachable ($err); unset it to take torch from PyPI" >&2
             exit 1
         fi
         # torch's index serves torch and torchvision (e.g. 2.15.0+cpu, which pip prefers to
