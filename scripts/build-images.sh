@@ -81,9 +81,8 @@ quiet_build --quiet --build-arg BASE_IMAGE="$base" -t "$NODE_BASE" - < scripts/i
 # The venv's packages go into the image as they are when its Python is the image's version on
 # the image's machine and it is up to date (make build makes it first); pip installs them otherwise.
 py_id='import sys, platform; print(*sys.version_info[:2], platform.machine())'
-venv_current() { [ "$(cat "$VENV/.minihpc-stamp" 2>/dev/null)" = "$(bash scripts/venv.sh --stamp)" ]; }
 how=pip
-if [ -x "$VENV/bin/python" ] && venv_current && [ "$("$VENV/bin/python" -c "$py_id")" = \
+if [ -x "$VENV/bin/python" ] && VENV=$VENV bash scripts/venv.sh --current && [ "$("$VENV/bin/python" -c "$py_id")" = \
         "$(docker run --rm --network none --entrypoint python3 "$NODE_BASE" -c "$py_id")" ]; then
     how=venv
 fi

@@ -5,7 +5,7 @@
 # (requirements-build.txt) installs every wheel into the venv, in parallel and with bytecode
 # compiled; pip does it where uv cannot be installed. The venv is rebuilt only when the
 # requirements, constraints, pyproject or MINIHPC_TORCH_INDEX change.
-#   venv.sh --stamp   prints the stamp a current venv has (scripts/build-images.sh checks it)
+#   venv.sh --current   exits 0 when $VENV is up to date, 1 otherwise, and changes nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,11 +13,9 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 stamp_of() { { cat pyproject.toml; bash scripts/wheelhouse.sh --stamp; } | sha256sum | cut -c1-16; }
 STAMP=$(stamp_of)
-[ "${1:-}" = --stamp ] && { echo "$STAMP"; exit 0; }
-
-if [ -f "$VENV/.minihpc-stamp" ] && [ "$(cat "$VENV/.minihpc-stamp")" = "$STAMP" ]; then
-    exit 0
-fi
+current() { [ "$(cat "$VENV/.minihpc-stamp" 2>/dev/null)" = "$STAMP" ]; }
+[ "${1:-}" = --current ] && { current; exit; }
+current && exit 0
 
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "minihpc needs Python 3.11 or newer; $PYTHON is $("$PYTHON" -V 2>&1)" >&2

@@ -59,8 +59,8 @@ def closure(roots: list[Requirement]) -> list[metadata.Distribution]:
         except metadata.PackageNotFoundError:
             sys.exit(f"venv_layer: {req.name} is not installed in {sys.prefix}; run make venv")
         seen[key] = dist
+        wanted = [{"extra": e} for e in extras] or [{"extra": ""}]
         for dep in map(Requirement, dist.requires or []):
-            wanted = [{"extra": e} for e in extras] or [{"extra": ""}]
             if dep.marker is None or any(dep.marker.evaluate(env) for env in wanted):
                 todo.append((dep, frozenset(dep.extras)))
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
@@ -104,21 +104,28 @@ def copy_base(base: tarfile.TarFile, out: tarfile.TarFile, replaced: set[str]) -
             out.addfile(member, base.extractfile(member) if member.isreg() else None)
 
 
-def add_tree(out: tarfile.TarFile, site: Path, files: set[PurePosixPath], dirs: set[PurePosixPath],
-             progress: Progress) -> int:
-    """Add DIRS and FILES (relative to SITE) under the image's site-packages."""
+def tar_infos(out: tarfile.TarFile, site: Path, files: set[PurePosixPath],
+              dirs: set[PurePosixPath]) -> list[tuple[Path, tarfile.TarInfo]]:
+    """Each of DIRS and FILES (relative to SITE) with its tar header under the image's
+    site-packages, folders first, read once (their sizes also give the progress its total)."""
+    infos = []
     for rel in sorted(dirs) + sorted(files):
         info = out.gettarinfo(str(site / rel), arcname=str(SITE / rel))
         info.uid = info.gid = 0
         info.uname = info.gname = "root"
         info.mode |= 0o444 if info.isreg() else 0o555  # every user reads packages; nobody writes them
+        infos.append((site / rel, info))
+    return infos
+
+
+def add_tree(out: tarfile.TarFile, infos: list[tuple[Path, tarfile.TarInfo]], progress: Progress) -> None:
+    for source, info in infos:
         if info.isreg():
-            with open(site / rel, "rb") as data:
+            with open(source, "rb") as data:
                 out.addfile(info, data)
+            progress.done(info.size)
         else:
             out.addfile(info)
-        progress.done(info.size if info.isreg() else 0)
-    return len(dirs) + len(files)
 
 
 class Progress:
@@ -143,12 +150,12 @@ def write(dists: list[metadata.Distribution], site: Path, base: tarfile.TarFile,
     scripts = {PREFIX / "bin" / ep.name: ep.value for d in dists for ep in d.entry_points.select(group="console_scripts")}
     dirs = {parent for f in files for parent in f.parents if parent != PurePosixPath(".")}
     copy_base(base, out, {str(SITE / f) for f in files | dirs} | set(map(str, scripts)))
-    total = sum((site / f).stat().st_size for f in files if (site / f).is_file() and not (site / f).is_symlink())
-    progress = Progress(total)
-    count = add_tree(out, site, files, dirs, progress)
+    infos = tar_infos(out, site, files, dirs)
+    progress = Progress(sum(info.size for _, info in infos if info.isreg()))
+    add_tree(out, infos, progress)
     for path, value in scripts.items():
         add_bytes(out, path, console_script(value), 0o755)
-    return count, progress.written
+    return len(infos), progress.written
 
 
 def main(argv: list[str]) -> int:

@@ -25,11 +25,15 @@ def base_tar() -> bytes:
     return buf.getvalue()
 
 
-def layer(tmp_path: Path, requirement: str) -> tuple[tarfile.TarFile, subprocess.CompletedProcess]:
+def run_layer(tmp_path: Path, requirement: str) -> subprocess.CompletedProcess:
     reqs = tmp_path / "requirements.txt"
     reqs.write_text(f"# a comment\n{requirement}  # trailing\n\n")
-    out = subprocess.run([sys.executable, ROOT / "scripts/images/venv_layer.py", reqs], input=base_tar(),
-                         capture_output=True, timeout=300)
+    return subprocess.run([sys.executable, ROOT / "scripts/images/venv_layer.py", reqs], input=base_tar(),
+                          capture_output=True, timeout=300)
+
+
+def layer(tmp_path: Path, requirement: str) -> tuple[tarfile.TarFile, subprocess.CompletedProcess]:
+    out = run_layer(tmp_path, requirement)
     assert out.returncode == 0, out.stderr.decode()
     return tarfile.open(fileobj=io.BytesIO(out.stdout)), out
 
@@ -72,9 +76,6 @@ def test_console_scripts_run_with_the_images_python(tmp_path):
 
 
 def test_a_requirement_that_is_not_installed_is_named(tmp_path):
-    reqs = tmp_path / "requirements.txt"
-    reqs.write_text("no-such-package-here\n")
-    out = subprocess.run([sys.executable, ROOT / "scripts/images/venv_layer.py", reqs], input=base_tar(),
-                         capture_output=True, text=False, timeout=60)
+    out = run_layer(tmp_path, "no-such-package-here")
     assert out.returncode == 1
     assert out.stderr.decode().strip().splitlines()[-1].startswith("venv_layer: no-such-package-here is not installed")

@@ -45,6 +45,8 @@ from minihpc.state.store import Store
 log = logging.getLogger(__name__)
 
 ROUTES = "only GET /health, GET /events and POST /restart/<node>"
+RESTART_PATH = re.compile(r"/restart/([^/?]+)")
+"""POST /restart/<node>: the node's name is group 1."""
 STOP_TIMEOUT = 5
 """Seconds Docker gives a node's processes to stop before it kills them on restart."""
 EVENTS_KEEPALIVE = 10.0
@@ -95,7 +97,7 @@ class RestartProxy:
     def post(self, path: str, authorization: str | None, caller: str) -> tuple[int, str]:
         if not authorized(authorization, self.token):
             return 401, "missing or wrong restart token; expected Authorization: Bearer <MINIHPC_RESTART_TOKEN>"
-        match = re.fullmatch(r"/restart/([^/?]+)", path)
+        match = RESTART_PATH.fullmatch(path)
         if not match:
             return 404, ROUTES
         try:
@@ -105,7 +107,7 @@ class RestartProxy:
 
     def retry_after(self, path: str) -> int | None:
         """For a 429 on ``path``: whole seconds until its node may be restarted (Retry-After)."""
-        match = re.fullmatch(r"/restart/([^/?]+)", path)
+        match = RESTART_PATH.fullmatch(path)
         if not match:
             return None
         with self.lock:
