@@ -3,8 +3,9 @@
 #   host-deps.sh venv   python3's venv and ensurepip (make venv)
 #   host-deps.sh test   + redis-server (integration suite), promtool and prometheus (alert-rule
 #                       and dashboard-query tests), curl, chromium and chromium-driver (the web
-#                       page's browser test); with a Docker engine also the Compose tool and
-#                       mmdebstrap (e2e suite, image build without a registry)
+#                       page's browser test), zsh (the shell completion test); with a Docker
+#                       engine also the Compose tool and mmdebstrap (e2e suite, image build
+#                       without a registry)
 #   host-deps.sh local  + redis-server (minihpc up --local)
 #   host-deps.sh ansible  ssh and rsync, which Ansible uses to reach and copy to the hosts
 #                       (make ansible-setup)
@@ -39,6 +40,7 @@ test)
     command -v curl >/dev/null || need+=(curl)
     command -v chromium >/dev/null || need+=(chromium)
     command -v chromedriver >/dev/null || need+=(chromium-driver)
+    command -v zsh >/dev/null || need+=(zsh)  # the zsh completion test types into a real zsh
     if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
         docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || need+=(docker-compose)
         command -v mmdebstrap >/dev/null || command -v debootstrap >/dev/null || need+=(mmdebstrap)
