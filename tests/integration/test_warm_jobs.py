@@ -69,6 +69,19 @@ def test_cold_and_what_the_launcher_cannot_serve_start_cold_and_say_why(idle_clu
     assert "cold start: its environment sets OMP_NUM_THREADS differently" in log, log
 
 
+def test_a_jobs_exit_handlers_run_warm_as_cold(idle_cluster):
+    """The warm launcher skips torch's own operator unregistering at a rank's exit (it costs
+    every forked rank 30-40 ms); the job's atexit handlers and finalizers still run."""
+    c = idle_cluster
+    script = str(JOBS / "exit_handlers.py")
+    for how in ((), ("--cold",)):
+        job = c.wait(c.submit(*how, "-D", str(JOBS), script))
+        log = c.cli("logs", job["id"]).stdout
+        assert job["state"] == "COMPLETED", log
+        lines = [line.split("EXIT ", 1)[1] for line in log.splitlines() if "EXIT " in line]
+        assert lines[0] == "script done" and sorted(lines[1:]) == ["atexit handler ran", "finalizer ran"], (how, log)
+
+
 def test_a_dead_warm_launcher_is_replaced(idle_cluster):
     c = idle_cluster
     servers = warm_servers(c)

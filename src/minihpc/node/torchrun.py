@@ -46,13 +46,27 @@ def _run_forked(args) -> None:
     elastic_launch(config=config, entrypoint=forked)(*args.training_script_args)
 
 
+_PARSER = None
+
+
+def parser():
+    """torchrun's own argument parser (``torch.distributed.run.parse_args`` builds a new one
+    each call: a few ms), built once per process -- in the warm launcher, once for every job."""
+    global _PARSER
+    if _PARSER is None:
+        from torch.distributed.run import get_args_parser
+
+        _PARSER = get_args_parser()
+    return _PARSER
+
+
 def main(argv: list[str]) -> int:
     result_file = os.environ.pop("MINIHPC_RESULT_FILE", None)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import parse_args, run
+    from torch.distributed.run import run
 
-    args = parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         if os.environ.get("MINIHPC_START_METHOD", "fork") == "fork" and args.module and args.training_script == RANK_MODULE:
             _run_forked(args)
