@@ -123,3 +123,31 @@ def test_reconcile_puts_every_job_in_the_set_its_state_says(store):
     assert store.r.sismember(keys.JOBS_PENDING, 1)
     assert not store.r.sismember(keys.JOBS_ACTIVE, 2) and store.r.zscore(keys.JOBS_ENDED, 2) is not None
     assert store.reconcile() == {}
+
+
+def test_the_masters_pending_cache_sees_every_change_and_rereads_only_changed_records(store):
+    from minihpc.core.job_control import Update
+    from minihpc.core.models import Priority
+
+    for job_id in (1, 2, 3, 5):
+        add_pending(store, job_id)
+    cache: dict = {}
+    first = store.pending_jobs(cache)
+    assert sorted(j.id for j in first) == [1, 2, 3, 5] and set(cache) == {1, 2, 3, 5}
+
+    store.hold(1, "u")
+    store.update_job(2, Update(2, priority=Priority.HIGH), admin=True, capacity=3)
+    store.set_reasons({5: "Priority"})
+    add_pending(store, 4)
+    store.start(3, ["a", "b"], lambda pipe, job: None)
+    cached = {j.id: j for j in store.pending_jobs(cache)}
+    fresh = {j.id: j for j in store.pending_jobs()}
+    assert cached == fresh and sorted(cached) == [1, 2, 4, 5] and set(cache) == {1, 2, 4, 5}
+    assert cached[1].held and cached[2].priority is Priority.HIGH and cached[5].reason == "Priority"
+
+    # A record is read again only when its revision changed: a write that bypasses the store
+    # (and so its revision) is not seen -- every write of the product goes through write_job.
+    store.r.hset(keys.job(4), "name", "renamed behind the store's back")
+    assert {j.id: j.name for j in store.pending_jobs(cache)}[4] == "j4"
+    store.release(1)
+    assert not {j.id: j for j in store.pending_jobs(cache)}[1].held

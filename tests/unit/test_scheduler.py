@@ -178,3 +178,12 @@ def test_only_jobs_that_reported_and_then_went_silent_are_stalled():
         4: {"attempt": 1, "step": 9, "at": 144.0},   # its own 5 s timeout: stalled
     }
     assert stalled(running, progress, now=150.0, default_timeout=30.0) == {1: 50.0, 4: 6.0}
+
+
+def test_a_pending_record_is_read_again_when_new_changed_or_without_a_revision():
+    from minihpc.state.jobs import to_refetch
+
+    job = object()
+    cached = {1: (3, job), 2: (5, job), 4: (1, job)}
+    # 1 unchanged, 2 changed, 3 new, 4 has no revision (written before revisions existed)
+    assert to_refetch([1, 2, 3, 4], [b"3", b"6", b"1", None], cached) == [2, 3, 4]

@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from minihpc.core import dependency, scheduler
 from minihpc.core.config import Settings
-from minihpc.core.models import JobState, NodeStatus
+from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
 from minihpc.core.outcome import held_failure
 from minihpc.core.partitions import Partitions
@@ -63,6 +63,7 @@ class Master:
         self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval,
                                                               RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
+        self.pending: dict[int, tuple[int, Job]] = {}  # pending records by revision: state.jobs.pending_jobs
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
             budget=settings.restart_budget,
@@ -136,7 +137,7 @@ class Master:
         """Start what the plan says, cancel what can never run, and say why the rest waits."""
         store = self.store
         running = store.running_jobs()
-        pending = store.pending_jobs()
+        pending = store.pending_jobs(self.pending)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
         deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
         cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
@@ -200,6 +201,7 @@ class Master:
     def redis_silent(self, asked: float, exc: Exception) -> None:
         """Redis did not answer a call made at ``asked`` (monotonic): an outage, until it
         answers again."""
+        self.pending.clear()  # Redis may come back from its files: read every record afresh
         if self.redis_lost_at is None:
             self.redis_lost_at = asked
             log.warning("master: Redis unreachable (%s); retrying", exc)

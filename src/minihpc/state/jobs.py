@@ -17,6 +17,21 @@ from minihpc.state.atomic import atomic
 from minihpc.state.connect import text, texts
 from minihpc.state.events import job_event, publish
 
+
+def write_job(pipe, job_id: int, fields: dict) -> None:
+    """Every write to a job record goes through here: ``fields`` set, and its revision bumped
+    in the same transaction (keys.JOB_REVISION)."""
+    pipe.hset(keys.job(job_id), mapping=fields)
+    pipe.hincrby(keys.job(job_id), keys.JOB_REVISION, 1)
+
+
+def to_refetch(ids: list[int], revisions: list, cached: dict[int, tuple[int, Job]]) -> list[int]:
+    """Which pending jobs' records must be read again: those not cached, or changed since
+    (another revision, or none: a record written before revisions existed is never trusted)."""
+    return [i for i, rev in zip(ids, revisions)
+            if rev is None or i not in cached or cached[i][0] != int(rev)]
+
+
 class JobRecords:
     r: object
 
@@ -51,7 +66,7 @@ class JobRecords:
         array task in its array's index too."""
         with self.r.pipeline() as pipe:
             for job in jobs:
-                pipe.hset(keys.job(job.id), mapping=job.to_record())
+                write_job(pipe, job.id, job.to_record())
                 pipe.sadd(keys.JOBS_PENDING, job.id)
                 if job.array_job_id is not None:
                     pipe.zadd(keys.array_tasks(job.array_job_id), {job.id: job.array_task_id})
@@ -97,12 +112,17 @@ class JobRecords:
         return Job.from_record(texts(raw))
 
     def get_jobs(self, ids: Iterable[int]) -> list[Job]:
+        return [Job.from_record(record) for _, record in self._records(ids)]
+
+    def _records(self, ids: Iterable[int]) -> list[tuple[int, dict[str, str]]]:
+        """The decoded records of ``ids``, in that order, in one round trip; a job that does
+        not exist is left out."""
         ids = list(ids)
         with self.r.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))
             raws = pipe.execute()
-        return [Job.from_record(texts(raw)) for raw in raws if raw]
+        return [(job_id, texts(raw)) for job_id, raw in zip(ids, raws) if raw]
 
     def job_states(self, ids: Iterable[int]) -> dict[int, JobState | None]:
         ids = list(ids)
@@ -135,8 +155,22 @@ class JobRecords:
                 out[attempt] = at
         return out
 
-    def pending_jobs(self) -> list[Job]:
-        return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_PENDING))
+    def pending_jobs(self, cache: dict[int, tuple[int, Job]] | None = None) -> list[Job]:
+        """Every pending job. With ``cache`` ({id: (revision, job)}, kept by the caller from
+        pass to pass), only records that changed are read whole: a deep queue costs each pass
+        one small read per job, not its whole record."""
+        ids = [int(i) for i in self.r.smembers(keys.JOBS_PENDING)]
+        if cache is None:
+            return self.get_jobs(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id), keys.JOB_REVISION)
+            revisions = pipe.execute()
+        for job_id, record in self._records(to_refetch(ids, revisions, cache)):  # gone meanwhile: left out
+            cache[job_id] = (int(record.get(keys.JOB_REVISION) or -1), Job.from_record(record))
+        for job_id in set(cache) - set(ids):
+            del cache[job_id]
+        return [cache[i][1] for i in ids if i in cache]
 
     def running_jobs(self) -> list[Job]:
         return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_ACTIVE))
@@ -175,7 +209,7 @@ class JobRecords:
             pipe.multi()
             for (job_id, reason), (state, held_by) in zip(reasons.items(), current):
                 if text(state) == JobState.PENDING.value and not text(held_by):
-                    pipe.hset(keys.job(job_id), "reason", reason)
+                    write_job(pipe, job_id, {"reason": reason})
 
         atomic(self.r, [keys.job(job_id) for job_id in reasons], body)
 

@@ -21,6 +21,10 @@ with the last one."""
 JOB = "minihpc:job:{0}"
 """Hash: one job record (see models.Job); {0} is the job id."""
 
+JOB_REVISION = "rev"
+"""A field of every job record, counting the writes to it (state.jobs.write_job): the master
+re-reads a pending job's record only when it has changed since the pass before."""
+
 JOB_RESULTS = "minihpc:job:{0}:results:{1}"
 """Hash: node name -> JSON result of that node's ranks, for job {0}, attempt {1}."""
 

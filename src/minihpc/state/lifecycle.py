@@ -22,6 +22,7 @@ from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import BLOCK_MAX, text, texts
 from minihpc.state.events import job_event, publish
+from minihpc.state.jobs import write_job
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class JobLifecycle:
             pipe.multi()
             for n in nodes:
                 pipe.set(keys.node_alloc(n), job.id)
-            pipe.hset(keys.job(job.id), mapping=job.to_record())
+            write_job(pipe, job.id, job.to_record())
             pipe.hset(keys.job_starts(job.id), str(job.attempts), str(job.started_at))
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.sadd(keys.JOBS_ACTIVE, job.id)
@@ -137,7 +138,7 @@ class JobLifecycle:
             pipe.multi()
             pipe.hset(results_key, node, json.dumps(result.to_dict()))
             if current and outcome is None and starts_failure(job, result):
-                pipe.hset(keys.job(job_id), mapping={"first_failure": node, "failing_since": str(time.time())})
+                write_job(pipe, job_id, {"first_failure": node, "failing_since": str(time.time())})
                 pipe.rpush(keys.EVENTS, f"failing {job_id}")
             if outcome is not None:
                 _write_transition(
@@ -162,11 +163,8 @@ class JobLifecycle:
             if job.attempts != attempt or not can_transition(job.state, JobState.PENDING):
                 return False
             pipe.multi()
-            pipe.hset(
-                keys.job(job_id),
-                mapping={"state": JobState.PENDING.value, "reason": reason, "requeues": str(job.requeues + 1),
-                         "ended_at": ""},
-            )
+            write_job(pipe, job_id, {"state": JobState.PENDING.value, "reason": reason,
+                                     "requeues": str(job.requeues + 1), "ended_at": ""})
             pipe.zrem(keys.JOBS_ENDED, job_id)
             pipe.sadd(keys.JOBS_PENDING, job_id)
             pipe.srem(keys.JOBS_NODE_FAILED, job_id)
@@ -202,7 +200,7 @@ class JobLifecycle:
             fields = job_control.changed_fields(job, after)
             if fields:
                 pipe.multi()
-                pipe.hset(keys.job(job_id), mapping=fields)
+                write_job(pipe, job_id, fields)
                 pipe.rpush(keys.EVENTS, f"{what} {job_id}")
                 publish(pipe, job_event(job_id, after.state.value))
             return after
@@ -225,7 +223,7 @@ class JobLifecycle:
             pipe.watch(results_key, *[keys.node_alloc(n) for n in job.nodes])
             releasable = held_by(pipe, [text(n) for n in pipe.hkeys(results_key)], job.id)
             pipe.multi()
-            pipe.hset(keys.job(job_id), mapping=job_control.changed_fields(job, after))
+            write_job(pipe, job_id, job_control.changed_fields(job, after))
             pipe.srem(keys.JOBS_ACTIVE, job_id)
             pipe.zrem(keys.JOBS_ENDED, job_id)
             pipe.srem(keys.JOBS_NODE_FAILED, job_id)  # the master's own requeue decision is moot
@@ -289,6 +287,6 @@ def _write_transition(pipe, job: Job, new: JobState, reason: str, fields: dict) 
         pipe.zadd(keys.JOBS_ENDED, {job.id: now})
     if new is JobState.NODE_FAIL:
         pipe.sadd(keys.JOBS_NODE_FAILED, job.id)
-    pipe.hset(keys.job(job.id), mapping=update)
+    write_job(pipe, job.id, update)
     pipe.rpush(keys.EVENTS, f"{new.value} {job.id}")
     publish(pipe, job_event(job.id, new.value))
