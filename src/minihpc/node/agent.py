@@ -98,22 +98,35 @@ class NodeAgent:
         self.rq_store = Store(connect(settings.redis_url, socket_timeout=None))
         self.shutting_down = threading.Event()
         self._stopped = threading.Event()
+        # Held for each heartbeat and while heartbeats are stopped: a beat in flight when a stop
+        # comes lands before the alive key is dropped, never after it (which would bring the
+        # stopping node back for a node timeout, and the master would give it a job). Reentrant:
+        # a second SIGTERM may arrive inside the first one's handler.
+        self._beating = threading.RLock()
         self.warm = WarmLauncher() if settings.warm_launcher else None
 
     def going_down(self) -> None:
         """A stop was asked for: stop heartbeating and drop the alive key at once, so the
         scheduler gives this node nothing new while its running job is torn down."""
         self.shutting_down.set()
-        self._stopped.set()
+        self._leave()
+
+    def _leave(self) -> None:
+        """Stop heartbeating (after a beat in flight has landed), then drop the alive key."""
+        with self._beating:
+            self._stopped.set()
         self.store.leave(self.name)
 
     def _heartbeat_loop(self) -> None:
         store = Store(connect(self.settings.redis_url))
         while not self._stopped.wait(self.settings.heartbeat_interval):
-            try:
-                store.heartbeat(self.name, self.settings.node_timeout)
-            except redis.RedisError:  # keep beating through whatever Redis answers (state.connect)
-                log.warning("node %s: heartbeat failed", self.name, exc_info=True)
+            with self._beating:
+                if self._stopped.is_set():
+                    return
+                try:
+                    store.heartbeat(self.name, self.settings.node_timeout)
+                except redis.RedisError:  # keep beating through whatever Redis answers (state.connect)
+                    log.warning("node %s: heartbeat failed", self.name, exc_info=True)
 
     def start(self) -> None:
         """Register the node and forget anything a previous incarnation held: its ranks died
@@ -191,8 +204,7 @@ class NodeAgent:
         try:
             worker.work(with_scheduler=False, logging_level="WARNING")
         finally:
-            self._stopped.set()
+            self._leave()
             if self.warm is not None:
                 self.warm.close()
-            self.store.leave(self.name)
             log.info("node %s: agent stopped", self.name)
