@@ -184,7 +184,7 @@ class Master:
             elif scheduler.should_requeue(job, limit):
                 reason = f"Requeued ({job.reason}; requeue {job.requeues + 1} of {limit})"
                 if self.store.requeue(job.id, job.attempts, reason):
-                    self.store.incident("requeued", job.failed_node, job.id, attempt=job.attempts)
+                    self.store.incident("requeued", job.failed_node, job.id, attempt=job.attempts, reason=job.reason)
                     log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
             else:
                 self.store.settle_node_failure(job.id)
