@@ -18,9 +18,17 @@ from minihpc.state.store import Store
 log = logging.getLogger(__name__)
 
 
+def beat_since(last_heartbeat: float | None, since: float | None) -> bool:
+    """Whether a node last beat at or after ``since``: it was up then, so a DOWN the monitor
+    meets on its first look at it is news, not the state it was left in before."""
+    return last_heartbeat is not None and since is not None and last_heartbeat >= since
+
+
 class NodeHealth:
-    def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float):
+    def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float,
+                 watching_since: float | None = None):
         self.store = store
+        self.watching_since = watching_since  # when this monitor's master started (wall clock)
         self.restarter = restarter
         self.policy = policy
         self.node_timeout = node_timeout
@@ -70,8 +78,10 @@ class NodeHealth:
 
     def _notice(self, node: NodeStatus, now: float) -> None:
         before = self.alive.get(node.name)
-        if before is None and node.name in self.causes:
-            before = True  # seen to crash: it was up (master.crashes ends only live agents)
+        if before is None and (node.name in self.causes or beat_since(node.last_heartbeat, self.watching_since)):
+            # Seen to crash (master.crashes ends only live agents), or it beat after this master
+            # started and went down before the monitor first looked (during the start's grace).
+            before = True
         self.alive[node.name] = node.alive
         if before is None or before == node.alive:
             return

@@ -69,7 +69,7 @@ class Master:
             budget=settings.restart_budget,
             window=settings.restart_window,
         )
-        self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout)
+        self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout, watching_since=time.time())
         self.restarter = restarter
         self.crashes = CrashInbox(self.store)
         self.stragglers = StragglerWatch(self.store)
