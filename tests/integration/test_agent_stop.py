@@ -13,6 +13,8 @@ from minihpc.state import keys
 from minihpc.state.store import Store
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def agent(redis_port):
@@ -55,3 +57,24 @@ def test_heartbeats_keep_the_node_alive_until_it_goes_down(agent, redis_port):
     beating.join(10)
     assert not beating.is_alive()
     assert not r.exists(keys.node_alive("node-a"))
+
+
+def test_a_stop_waits_for_a_stuck_heartbeat_no_longer_than_one_call_may_take(agent, redis_port, monkeypatch):
+    import minihpc.node.agent as agent_module
+
+    r = redis.Redis(port=redis_port)
+    r.set(keys.node_alive("node-a"), "1")
+    in_flight, land = threading.Event(), threading.Event()
+    monkeypatch.setattr(agent_module, "BEAT_CALL_MAX", 0.3)
+    monkeypatch.setattr(Store, "heartbeat", lambda self, name, ttl: (in_flight.set(), land.wait(10)))  # Redis hangs
+    beating = threading.Thread(target=agent._heartbeat_loop, daemon=True)
+    beating.start()
+    assert in_flight.wait(10)
+    stopping = threading.Thread(target=agent.going_down)
+    stopping.start()
+    stopping.join(5)
+    try:
+        assert not stopping.is_alive(), "the stop waits on the stuck heartbeat"
+        assert not r.exists(keys.node_alive("node-a"))
+    finally:
+        land.set()

@@ -29,7 +29,7 @@ from minihpc.metrics.node import NodeCollector
 from minihpc.node import identity, speed
 from minihpc.node.share import run_share
 from minihpc.node.warm import WarmLauncher
-from minihpc.state.connect import connect
+from minihpc.state.connect import CONNECT_TIMEOUT, SOCKET_TIMEOUT, connect
 from minihpc.state.queues import SERIALIZER, node_queue
 from minihpc.state.store import Store
 
@@ -58,6 +58,10 @@ def task_refusal(func_name: str | None, callbacks: list[str | None], webhooks: l
     if webhooks:
         return "refused a launch task with webhooks"
     return None
+
+
+BEAT_CALL_MAX = CONNECT_TIMEOUT + SOCKET_TIMEOUT
+"""The longest one heartbeat's Redis call may take (a connect, then an answer)."""
 
 
 class _Worker(SimpleWorker):
@@ -98,10 +102,10 @@ class NodeAgent:
         self.rq_store = Store(connect(settings.redis_url, socket_timeout=None))
         self.shutting_down = threading.Event()
         self._stopped = threading.Event()
-        # Held for each heartbeat and while heartbeats are stopped: a beat in flight when a stop
-        # comes lands before the alive key is dropped, never after it (which would bring the
-        # stopping node back for a node timeout, and the master would give it a job). Reentrant:
-        # a second SIGTERM may arrive inside the first one's handler.
+        # Held for each heartbeat's Redis call and while heartbeats are stopped: a beat in flight
+        # when a stop comes lands before the alive key is dropped, never after it (which would
+        # bring the stopping node back for a node timeout, and the master would give it a job).
+        # Reentrant: SIGTERM's handler may run while run()'s own _leave holds it.
         self._beating = threading.RLock()
         self.warm = WarmLauncher() if settings.warm_launcher else None
 
@@ -112,21 +116,29 @@ class NodeAgent:
         self._leave()
 
     def _leave(self) -> None:
-        """Stop heartbeating (after a beat in flight has landed), then drop the alive key."""
-        with self._beating:
+        """Stop heartbeating (after a beat in flight has landed), then drop the alive key. A beat
+        stuck on an unanswering Redis is waited for no longer than its call may take."""
+        held = self._beating.acquire(timeout=BEAT_CALL_MAX)
+        try:
             self._stopped.set()
+        finally:
+            if held:
+                self._beating.release()
         self.store.leave(self.name)
 
     def _heartbeat_loop(self) -> None:
         store = Store(connect(self.settings.redis_url))
         while not self._stopped.wait(self.settings.heartbeat_interval):
-            with self._beating:
+            failed = None
+            with self._beating:  # nothing else under it: a signal handler waits on it (no logging lock)
                 if self._stopped.is_set():
                     return
                 try:
                     store.heartbeat(self.name, self.settings.node_timeout)
-                except redis.RedisError:  # keep beating through whatever Redis answers (state.connect)
-                    log.warning("node %s: heartbeat failed", self.name, exc_info=True)
+                except redis.RedisError as exc:  # keep beating through whatever Redis answers (state.connect)
+                    failed = exc
+            if failed is not None:
+                log.warning("node %s: heartbeat failed", self.name, exc_info=failed)
 
     def start(self) -> None:
         """Register the node and forget anything a previous incarnation held: its ranks died
@@ -204,7 +216,9 @@ class NodeAgent:
         try:
             worker.work(with_scheduler=False, logging_level="WARNING")
         finally:
-            self._leave()
-            if self.warm is not None:
-                self.warm.close()
+            try:
+                self._leave()
+            finally:
+                if self.warm is not None:
+                    self.warm.close()
             log.info("node %s: agent stopped", self.name)
