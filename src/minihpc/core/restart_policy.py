@@ -58,3 +58,10 @@ def next_lapse(heartbeats: list[float | None], now: float, timeout: float) -> fl
     or None when there is none. The master wakes then, so detection is not late by a pass."""
     due = [hb + timeout - now for hb in heartbeats if hb is not None]
     return max(0.0, min(due)) if due else None
+
+
+def lapsed_at(last_heartbeat: float | None, node_timeout: float, now: float) -> float:
+    """When a node found DOWN went DOWN, as best known without having watched it: its alive
+    key lapsed a node timeout after its last heartbeat (or sooner, if its agent dropped the
+    key on a graceful stop); ``now`` when it never beat."""
+    return min(now, (last_heartbeat or now) + node_timeout)

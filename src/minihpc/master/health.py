@@ -11,24 +11,16 @@ import logging
 import threading
 
 from minihpc.core.models import NodeStatus
-from minihpc.core.restart_policy import Action, RestartPolicy, decide, recent
+from minihpc.core.restart_policy import Action, RestartPolicy, decide, lapsed_at, recent
 from minihpc.restart.spec import Restarter, RestartRefused
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
 
-def beat_since(last_heartbeat: float | None, since: float | None) -> bool:
-    """Whether a node last beat at or after ``since``: it was up then, so a DOWN the monitor
-    meets on its first look at it is news, not the state it was left in before."""
-    return last_heartbeat is not None and since is not None and last_heartbeat >= since
-
-
 class NodeHealth:
-    def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float,
-                 watching_since: float | None = None):
+    def __init__(self, store: Store, restarter: Restarter | None, policy: RestartPolicy, node_timeout: float):
         self.store = store
-        self.watching_since = watching_since  # when this monitor's master started (wall clock)
         self.restarter = restarter
         self.policy = policy
         self.node_timeout = node_timeout
@@ -38,6 +30,13 @@ class NodeHealth:
         self.outage_end: float | None = None
         self.causes: dict[str, str] = {}  # node -> how a watcher saw it crash (master.crashes)
         self.not_before: dict[str, float] = {}  # node -> when the restarter said it may restart it
+        self.seen_up: set[str] = set()  # nodes seen alive in any pass, the quiet ones too (see saw)
+
+    def saw(self, nodes: list[NodeStatus]) -> None:
+        """Every pass, a grace's quiet ones included: which nodes were up while this master
+        watched, so one that goes DOWN before the monitor's first look (in the grace after the
+        master starts) is reported DOWN then, not taken for a node that was down already."""
+        self.seen_up.update(n.name for n in nodes if n.alive)
 
     def outage_ended(self, at: float) -> None:
         """Redis answers again at ``at`` after an outage: the silence before does not count
@@ -59,7 +58,7 @@ class NodeHealth:
             # When this monitor saw it go DOWN; else (a restarted master) when its alive key
             # lapsed, node_timeout after the last heartbeat -- or sooner, if its agent dropped
             # the key on a graceful stop.
-            down_since = self.down_since.get(node.name, min(now, (node.last_heartbeat or now) + self.node_timeout))
+            down_since = self.down_since.get(node.name, lapsed_at(node.last_heartbeat, self.node_timeout, now))
             down_since = max(down_since, self.outage_end or down_since)
             history = self.store.restarts(node.name)
             action = decide(history, down_since, now, self.policy)
@@ -77,11 +76,9 @@ class NodeHealth:
                 log.error("node %s: drained (%s)", node.name, reason)
 
     def _notice(self, node: NodeStatus, now: float) -> None:
-        before = self.alive.get(node.name)
-        if before is None and (node.name in self.causes or beat_since(node.last_heartbeat, self.watching_since)):
-            # Seen to crash (master.crashes ends only live agents), or it beat after this master
-            # started and went down before the monitor first looked (during the start's grace).
-            before = True
+        known = before = self.alive.get(node.name)
+        if before is None and (node.name in self.causes or node.name in self.seen_up):
+            before = True  # seen to crash (master.crashes ends only live agents), or seen up (saw)
         self.alive[node.name] = node.alive
         if before is None or before == node.alive:
             return
@@ -94,7 +91,9 @@ class NodeHealth:
         else:
             silent = now - node.last_heartbeat if node.last_heartbeat else None
             cause = self.causes.pop(node.name, None)
-            self.down_since[node.name] = now
+            # Met DOWN at the first look: it went down during the grace, when its key lapsed.
+            self.down_since[node.name] = now if known is not None else lapsed_at(node.last_heartbeat,
+                                                                                 self.node_timeout, now)
             self.store.incident("down", node.name, silent_for=silent, **({"cause": cause} if cause else {}))
             if cause:
                 log.warning("node %s: DOWN (%s)", node.name, cause)

@@ -69,7 +69,7 @@ class Master:
             budget=settings.restart_budget,
             window=settings.restart_window,
         )
-        self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout, watching_since=time.time())
+        self.health = NodeHealth(self.store, restarter, policy, settings.node_timeout)
         self.restarter = restarter
         self.crashes = CrashInbox(self.store)
         self.stragglers = StragglerWatch(self.store)
@@ -93,6 +93,7 @@ class Master:
             self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval, RECONNECT)
         self.live_heartbeats = [n.last_heartbeat for n in nodes if n.alive]
         self.publish_targets(nodes)
+        self.health.saw(nodes)
         self.health.step(nodes if not quiet else [n for n in nodes if n.name in crashed], now)
         by_name = {n.name: n for n in nodes}
         self.end_jobs(by_name, now, quiet, crashed)
