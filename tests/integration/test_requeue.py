@@ -53,8 +53,8 @@ def test_a_killed_node_is_restarted_and_its_job_requeued_and_resumed_from_its_ch
                          ("requeued", "worker-node-2"), ("back", "worker-node-2")] or \
         kinds[:4] == [("down", "worker-node-2"), ("requeued", "worker-node-2"),
                       ("restart", "worker-node-2"), ("back", "worker-node-2")], kinds
-    requeued = next(i for i in incidents if i["kind"] == "requeued" and i["job"] == job_id)
-    assert requeued["attempt"] == 1 and requeued["reason"] == "node worker-node-2 failed", requeued  # why, for the operator
+    requeued = next((i for i in incidents if i["kind"] == "requeued" and i["job"] == job_id), None)
+    assert requeued is not None and requeued["attempt"] == 1 and requeued["reason"] == "node worker-node-2 failed", requeued  # why, for the operator
 
 
 def test_a_job_that_always_loses_a_node_gets_exactly_max_requeues_plus_one_attempts(idle_cluster):

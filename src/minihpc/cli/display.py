@@ -144,8 +144,16 @@ def long_rows(nodes: list[NodeStatus]) -> list[list[str]]:
             for n in nodes]
 
 
+def detail_value(v) -> str:
+    """An incident's detail as ``key=value`` shows it: a float to 0.1, a phrase in quotes (so
+    ``reason="node worker-node-2 failed"`` reads as one value)."""
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    return json.dumps(v) if isinstance(v, str) and " " in v else str(v)
+
+
 def incident_line(i: dict) -> str:
-    extra = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in sorted(i.items()) if k not in ("at", "kind", "node", "job") and v is not None)
+    extra = " ".join(f"{k}={detail_value(v)}" for k, v in sorted(i.items())
+                     if k not in ("at", "kind", "node", "job") and v is not None)
     job = f"job {i['job']}" if i.get("job") is not None else ""
     return f"{clock(i['at'])}  {i['kind']:<15} {i.get('node') or '-':<16} {job:<8} {extra}".rstrip()
