@@ -10,8 +10,10 @@
    raw rq with as many workers as we have nodes, each raw task doing the same torchrun launch
    (and, for scale, a no-op);
 4. MNIST DDP samples/s through the cluster (3 nodes) against the same script under a bare
-   torchrun of 3 processes, alternating pairs (goal: >= 0.95x; BENCH_MNIST_COLD=1: the cluster
-   starts them cold, to compare).
+   torchrun of 3 processes, alternating pairs (goal: the median of the pairs' ratios >= 0.95x;
+   BENCH_MNIST_COLD=1: the cluster starts them cold, to compare).
+
+``--only PART`` (repeatable: barrier, latency, throughput, mnist) measures just those.
 
 Writes bench/results/engine.json and engine.md and prints the table.
 """
@@ -41,11 +43,11 @@ from minihpc.machine.ports import free_port  # noqa: E402
 from minihpc.ops import local  # noqa: E402
 from minihpc.state.connect import wait_until_answers  # noqa: E402
 from minihpc.state.store import Store  # noqa: E402
+from bench_table import PARTS, mnist_summary, table  # noqa: E402
 
 PROBE = str(ROOT / "scripts" / "bench_probe.py")
 BARRIER = str(ROOT / "scripts" / "bench_barrier.py")
 MNIST = str(ROOT / "jobs" / "train_mnist_distributed.py")
-GOALS = {"barrier": 0.3, "throughput": 20.0, "mnist": 0.95}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -261,9 +263,12 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=10, help="latency samples per case")
     parser.add_argument("--jobs", type=int, default=200, help="jobs in the throughput run")
     parser.add_argument("--cold-jobs", type=int, default=30, help="jobs in the cold throughput run")
-    parser.add_argument("--mnist-pairs", type=int, default=4, help="alternating MNIST pairs (0: none)")
+    parser.add_argument("--mnist-pairs", type=int, default=5, help="alternating MNIST pairs (0: none)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--only", choices=PARTS, action="append",
+                        help="measure only this part (repeatable); the results go to engine-partial.{json,md}")
     args = parser.parse_args()
+    parts = set(args.only or PARTS)
 
     tmp = Path(tempfile.mkdtemp(prefix="minihpc-bench-"))
     state = tmp / "state"
@@ -276,8 +281,9 @@ def main() -> int:
         print("warming up (one job of each kind)...", flush=True)
         ours_latency(store, 1, 1, tmp / "warm")
         torchrun_latency(1, 1, tmp / "warm")
-        results["barrier_3node"] = barrier_samples(store, tmp, args.samples)
-        for n in (1, 3):
+        if "barrier" in parts:
+            results["barrier_3node"] = barrier_samples(store, tmp, args.samples)
+        for n in (1, 3) if "latency" in parts else ():
             print(f"latency, {n}-node jobs...", flush=True)
             ours = ours_latency(store, n, args.samples, tmp)
             bare = torchrun_latency(n, args.samples, tmp)
@@ -289,23 +295,28 @@ def main() -> int:
                 "baseline_p50": pct(bare, 0.5) + pct(rq, 0.5),
                 "baseline_p95": pct(bare, 0.95) + pct(rq, 0.95),
             }
-        print(f"throughput, {args.jobs} tiny 1-node jobs warm, {args.cold_jobs} cold...", flush=True)
-        results["throughput"] = {
-            "jobs": args.jobs,
-            "cold_jobs": args.cold_jobs,
-            "workers": nodes,
-            "minihpc_jobs_per_s": ours_throughput(store, args.jobs, tmp),
-            "minihpc_cold_jobs_per_s": ours_throughput(store, args.cold_jobs, tmp, cold=True),
-            "rq_torchrun_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.run_torchrun", tmp),
-            "rq_noop_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.noop", tmp),
-        }
-        if args.mnist_pairs:
-            results["mnist"] = {"pairs": mnist_pairs(store, tmp, args.mnist_pairs)}
+        if "throughput" in parts:
+            results["throughput"] = throughput(store, raw_url, args, nodes, tmp)
+        if args.mnist_pairs and "mnist" in parts:
+            results["mnist"] = mnist_summary(mnist_pairs(store, tmp, args.mnist_pairs))
     finally:
         local.down(state, log=lambda *_: None)
         raw.terminate()
-    write_results(Path(args.out), "engine", results, table(results))
+    write_results(Path(args.out), "engine" if parts == set(PARTS) else "engine-partial", results, table(results))
     return 0
+
+
+def throughput(store: Store, raw_url: str, args, nodes: int, tmp: Path) -> dict:
+    print(f"throughput, {args.jobs} tiny 1-node jobs warm, {args.cold_jobs} cold...", flush=True)
+    return {
+        "jobs": args.jobs,
+        "cold_jobs": args.cold_jobs,
+        "workers": nodes,
+        "minihpc_jobs_per_s": ours_throughput(store, args.jobs, tmp),
+        "minihpc_cold_jobs_per_s": ours_throughput(store, args.cold_jobs, tmp, cold=True),
+        "rq_torchrun_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.run_torchrun", tmp),
+        "rq_noop_jobs_per_s": rq_throughput(raw_url, nodes, args.jobs, "bench_tasks.noop", tmp),
+    }
 
 
 def barrier_samples(store: Store, tmp: Path, samples: int) -> dict:
@@ -331,51 +342,6 @@ def mnist_pairs(store: Store, tmp: Path, count: int) -> list[dict]:
             runs[who] = ours_mnist(store, data) if who == "minihpc" else torchrun_mnist(data, tmp, i)
         pairs.append({**runs, "ratio": runs["minihpc"] / runs["torchrun"]})
     return pairs
-
-
-def verdict(met: bool) -> str:
-    return "met" if met else "MISSED"
-
-
-def table(results: dict) -> str:
-    """The markdown table of the engine's figures against the raw baselines, with each goal."""
-    lines = [
-        "| measure | minihpc | raw baseline | ratio | goal |",
-        "|---|---|---|---|---|",
-    ]
-    b = results["barrier_3node"]
-    for q in ("p50", "p95"):
-        ratio = b["warm"][q] / b["torchrun"][q]
-        lines.append(
-            f"| submit -> every rank past its first barrier, 3 nodes, {q} (s) | {b['warm'][q]:.3f} "
-            f"(cold: {b['cold'][q]:.3f}) | {b['torchrun'][q]:.3f} (torchrun --standalone --nproc-per-node 3) | "
-            f"{ratio:.2f}x | <= {GOALS['barrier']}x: {verdict(ratio <= GOALS['barrier'])} |"
-        )
-    for n in (1, 3):
-        r = results[f"latency_{n}node"]
-        for q in ("p50", "p95"):
-            ours, base = r["minihpc"][q], r[f"baseline_{q}"]
-            lines.append(
-                f"| submit -> all ranks running, {n}-node, {q} (s) | {ours:.3f} | {base:.3f} "
-                f"(torchrun {r['torchrun'][q]:.3f} + rq {r['rq'][q]:.4f}) | {ours / base:.2f}x | - |"
-            )
-    t = results["throughput"]
-    rate = t["minihpc_jobs_per_s"]
-    lines.append(
-        f"| throughput, {t['jobs']} tiny 1-node jobs, {t['workers']} nodes (jobs/s) | "
-        f"{rate:.2f} (cold, {t['cold_jobs']} jobs: {t['minihpc_cold_jobs_per_s']:.2f}) | "
-        f"{t['rq_torchrun_jobs_per_s']:.2f} (rq running torchrun) | "
-        f"{rate / t['rq_torchrun_jobs_per_s']:.2f}x | >= {GOALS['throughput']:.0f} jobs/s: "
-        f"{verdict(rate >= GOALS['throughput'])} |"
-    )
-    lines.append(f"| throughput, raw rq no-op tasks (jobs/s, for scale) | - | {t['rq_noop_jobs_per_s']:.1f} | - | - |")
-    for i, pair in enumerate(results.get("mnist", {}).get("pairs", [])):
-        lines.append(
-            f"| MNIST DDP, 3 ranks, samples/s (pair {i + 1}) | {pair['minihpc']:.0f} | {pair['torchrun']:.0f} "
-            f"(torchrun --standalone --nproc-per-node 3) | {pair['ratio']:.2f}x | >= {GOALS['mnist']}x: "
-            f"{verdict(pair['ratio'] >= GOALS['mnist'])} |"
-        )
-    return "\n".join(lines)
 
 
 def write_results(out: Path, name: str, results: dict, table: str) -> None:

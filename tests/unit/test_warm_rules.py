@@ -10,7 +10,8 @@ import time
 import psutil
 import pytest
 
-from minihpc.core.warm import child_path, cold_reason, shadowed
+from minihpc.core.launch_spec import LaunchSpec, direct_rank_env
+from minihpc.core.warm import child_path, cold_reason, runs_direct, shadowed
 from minihpc.machine import proctitle
 from minihpc.node.warm import LOST, Unavailable, WarmLauncher, server_env
 from tests.conftest import wait_until
@@ -54,7 +55,21 @@ def test_a_forked_process_shows_its_own_command_line_and_environment():
         os.waitpid(child, 0)
 
 
-SLEEPER = "import os, sys, time; print('up', flush=True); time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))"
+def test_a_share_of_one_rank_runs_it_without_torchrun_as_torchrun_would_number_it():
+    assert runs_direct(1, "fork") and not runs_direct(2, "fork") and not runs_direct(1, "spawn")
+    spec = LaunchSpec(job_id=4, attempt=1, name="j", node="worker-node-2", node_rank=2,
+                      nodes=["master-node", "worker-node-1", "worker-node-2"], master_addr="10.0.0.1",
+                      tasks_per_node=1, script="/s.py")
+    env = direct_rank_env(spec, 29512, {"PATH": "/bin", "RANK": "stale"})
+    assert {k: env[k] for k in ("PATH", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")} == {
+        "PATH": "/bin", "RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29512",
+        "TORCHELASTIC_USE_AGENT_STORE": "False"}  # rank 0 hosts the store: no agent holds one
+
+
+SLEEPER = ("import os, sys, time; print('up', os.environ.get('RANK'), 'MINIHPC_RESULT_FILE' in os.environ, flush=True); "
+           "time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))")
 
 
 @pytest.fixture(scope="module")
@@ -67,28 +82,33 @@ def launcher(tmp_path_factory):
     w.close()
 
 
-def launch(launcher, seconds: float, code: int, cwd: str = "/tmp"):
+def launch(launcher, seconds: float, code: int, cwd: str = "/tmp", direct: bool = False):
     w, script = launcher
     read, write = os.pipe()
     env = {k: v for k, v in w.env.items() if k != "PYTHONSAFEPATH"}
+    env["MINIHPC_RESULT_FILE"] = os.path.join(os.path.dirname(script), "result.json")
     args = ["--standalone", "--nproc-per-node=1", "--max-restarts=0", "--monitor-interval=0.02", "--module",
             "minihpc.node.rank", script, str(seconds), str(code)]
     try:
-        proc = w.launch(args, env, cwd, None, write)
+        proc = w.launch(args, dict(env, RANK="5") if direct else env, cwd, None, write,
+                        rank=[script, str(seconds), str(code)] if direct else None)
     finally:
         os.close(write)
     return proc, read
 
 
-def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher):
-    proc, out = launch(launcher, 0, 7)
+@pytest.mark.parametrize("direct", [False, True], ids=["torchrun", "the rank itself"])
+def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher, direct):
+    proc, out = launch(launcher, 0, 7, direct=direct)
     assert proc.wait(timeout=60) == 7
-    assert b"up" in os.read(out, 65536)
+    assert (b"up 5 False" if direct else b"up 0 False") in os.read(out, 65536)  # the launcher's file: not the job's
     os.close(out)
-    proc, out = launch(launcher, 60, 0)
+    proc, out = launch(launcher, 60, 0, direct=direct)
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.2)
     assert proc.poll() is None and psutil.pid_exists(proc.pid)
+    if direct:
+        assert psutil.Process(proc.pid).children() == []  # the rank itself: no torchrun above it
     proc.kill()
     assert proc.wait(timeout=30) == -signal.SIGKILL
     os.close(out)

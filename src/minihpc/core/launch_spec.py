@@ -100,6 +100,24 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
     ]
 
 
+def direct_rank_env(spec: LaunchSpec, master_port: int, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with what torchrun's agent gives the one rank of a one-task-per-node share (static
+    rendezvous), for a share whose rank the warm launcher runs without torchrun: its rank is
+    the node's rank, and it hosts the job's store itself when it is rank 0 (no agent holds one:
+    ``TORCHELASTIC_USE_AGENT_STORE=False``), as ranks started by ``srun`` do."""
+    rank, world = str(spec.node_rank), str(spec.nnodes)
+    return {
+        **env,
+        "RANK": rank, "GROUP_RANK": rank, "ROLE_RANK": rank, "ROLE_NAME": "default",
+        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+        "WORLD_SIZE": world, "GROUP_WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
+        "MASTER_ADDR": spec.master_addr, "MASTER_PORT": str(master_port),
+        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "none",
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    }
+
+
 SECRET_ENV = ("MINIHPC_REDIS_URL", "MINIHPC_TOKEN", "REDIS_PASSWORD", "REDIS_MASTER_PASSWORD", "REDIS_NODE_PASSWORD",
               "REDIS_CLI_PASSWORD", "REDIS_EXPORTER_PASSWORD", "REDISCLI_AUTH", "GRAFANA_ADMIN_PASSWORD",
               "MINIHPC_RESTART_TOKEN")

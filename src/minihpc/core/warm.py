@@ -41,6 +41,15 @@ def cold_reason(asked_cold: bool, output_files: bool, warm_env: dict[str, str], 
     return None
 
 
+def runs_direct(tasks_per_node: int, start_method: str) -> bool:
+    """Whether a warm share's child runs its rank itself instead of becoming torchrun: a share
+    of one task per node has one rank, and a static rendezvous needs no agent to find the
+    others (the master gave every node the same address and port). Without torchrun's agent a
+    job start is one fork of the launcher, not two, and nothing polls the rank while it runs.
+    ``MINIHPC_START_METHOD=spawn`` (torchrun's own way) keeps torchrun."""
+    return tasks_per_node == 1 and start_method == "fork"
+
+
 def child_path(cwd: str, pythonpath: str, base: list[str]) -> list[str]:
     """sys.path of a forked job, as ``python -m`` started in ``cwd`` with its PYTHONPATH would
     have it: the working directory, then PYTHONPATH's entries, then the interpreter's own

@@ -18,14 +18,15 @@ from enum import Enum
 
 from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
-from minihpc.core.launch_spec import TORCHRUN_MODULE, LaunchSpec, job_env, script_changed, torchrun_args
+from minihpc.core.launch_spec import (TORCHRUN_MODULE, LaunchSpec, direct_rank_env, job_env, script_changed,
+                                      torchrun_args)
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
-from minihpc.core.warm import cold_reason
+from minihpc.core.warm import cold_reason, runs_direct
 from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
-from minihpc.machine.processes import teardown, terminate
+from minihpc.machine.processes import process_tree, teardown, terminate
 from minihpc.node import batch, identity, job_output, job_signals, joblog, reports
 from minihpc.node.warm import Unavailable, WarmLauncher, WarmProcess
 from minihpc.state.connect import REDIS_ERRORS, retrying
@@ -201,8 +202,9 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     left = 0
     try:
         say = lambda line: _say(out, spec, line)  # noqa: E731
-        proc = _start(spec, port, env, relay, who, warm, say)
-        signals = job_signals.JobSignals(spec, store, say, tasks=lambda: job_signals.descendants(proc.pid))
+        proc, direct = _start(spec, port, env, relay, who, warm, say)
+        tasks = process_tree if direct else job_signals.descendants  # the ranks: torchrun's children, or itself
+        signals = job_signals.JobSignals(spec, store, say, tasks=lambda: tasks(proc.pid))
         try:
             with _failing("watching its ranks failed"):
                 stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals)
@@ -223,14 +225,15 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
         if left:
             joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
                        f"running after its ranks ended were killed ===\n")
-    return _read_result(result_file, returncode), stopped, forwarder.summary()
+    return _read_result(result_file, returncode, spec.node_rank if direct and not stopped else None), stopped, forwarder.summary()
 
 
 def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: identity.Identity | None,
-           warm: WarmLauncher | None, say) -> subprocess.Popen | WarmProcess:
+           warm: WarmLauncher | None, say) -> tuple[subprocess.Popen | WarmProcess, bool]:
     """torchrun, writing to the relay's pipe, or to -o/-e's files (opened by the job's user):
     forked from the warm launcher, or, when it cannot serve the job, a new interpreter (the
-    job's log says why)."""
+    job's log says why). A share of one rank forked warm is that rank, without torchrun
+    (minihpc.core.warm.runs_direct): then True."""
     args = torchrun_args(spec, port)
     argv = [sys.executable, "-m", TORCHRUN_MODULE, *args]
     where = job_output.for_launch(spec)
@@ -238,12 +241,14 @@ def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: ide
         with _failing(f"cannot start torchrun in {spec.workdir or os.getcwd()}"):
             why = cold_reason(spec.cold, where is not None, warm.env, env) if warm is not None else None
             if warm is not None and why is None:
+                direct = runs_direct(spec.tasks_per_node, env.get("MINIHPC_START_METHOD", "fork"))
                 try:
-                    proc = warm.launch(args, env, spec.workdir or os.getcwd(), (who.uid, who.gid) if who else None,
-                                       relay.input)
-                    log.info("job %s attempt %s: torchrun pid %s forked warm on %s", spec.job_id, spec.attempt,
-                             proc.pid, spec.node)
-                    return proc
+                    proc = warm.launch(args, direct_rank_env(spec, port, env) if direct else env,
+                                       spec.workdir or os.getcwd(), (who.uid, who.gid) if who else None, relay.input,
+                                       rank=[spec.script, *spec.args] if direct else None)
+                    log.info("job %s attempt %s: %s pid %s forked warm on %s", spec.job_id, spec.attempt,
+                             "rank" if direct else "torchrun", proc.pid, spec.node)
+                    return proc, direct
                 except Unavailable as exc:
                     why = str(exc)
             if why:
@@ -256,7 +261,7 @@ def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: ide
     finally:
         relay.close_input()  # torchrun has its copy: the output ends when it and all it started exit
     log.info("job %s attempt %s: torchrun pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
-    return proc
+    return proc, False
 
 
 def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> int:
@@ -313,9 +318,10 @@ def _stop_reason(spec: LaunchSpec, store: Store, shutting_down: threading.Event)
     return Stop.JOB_ENDED if not current_or_unknown(store, spec) else None
 
 
-def _read_result(path: str, returncode: int) -> NodeResult:
+def _read_result(path: str, returncode: int, rank: int | None = None) -> NodeResult:
     """The launcher's own account of the first failing rank, else its return code (also when
-    the file is not what the launcher writes: a job script may have written it)."""
+    the file is not what the launcher writes: a job script may have written it), which is
+    ``rank``'s own where the share ran that one rank without torchrun."""
     try:
         with open(path, opener=reports.no_follow) as fh:
             data = json.load(fh)
@@ -325,7 +331,7 @@ def _read_result(path: str, returncode: int) -> NodeResult:
     if isinstance(data, dict) and _typed(data):
         return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))
     code, sig = from_returncode(returncode)
-    return NodeResult(code, sig, at=time.time() if code else None)
+    return NodeResult(code, sig, rank if code else None, at=time.time() if code else None)
 
 
 def _typed(data: dict) -> bool:

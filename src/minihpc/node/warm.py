@@ -97,8 +97,10 @@ class WarmLauncher:
             self.start()
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: str, user: tuple[int, int] | None,
-               out: int) -> WarmProcess:
-        """Fork torchrun ARGV for a job from the warm launcher; raises Unavailable when it cannot."""
+               out: int, rank: list[str] | None = None) -> WarmProcess:
+        """Fork torchrun ARGV for a job from the warm launcher -- or, given ``rank`` (the
+        script and its arguments), that one rank itself, ENV holding what torchrun would add
+        (minihpc.core.warm.runs_direct); raises Unavailable when it cannot."""
         with self.lock:
             self._restart_if_gone()
             if self.control is None:
@@ -107,7 +109,7 @@ class WarmLauncher:
             if not self.ready:
                 raise Unavailable(f"the warm launcher is not ready ({self.why})")
             request = {"argv": argv, "env": env, "cwd": cwd, "uid": user[0] if user else None,
-                       "gid": user[1] if user else None}
+                       "gid": user[1] if user else None, "rank": rank}
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 socket.send_fds(self.control, [b"fork"], [out, theirs.fileno()])

@@ -6,7 +6,9 @@ stdout and stderr, /dev/null on stdin and nothing else open; the job's working d
 job's user (its group only, all three ids, so no capability is left); the job's environment,
 sys.path and argv, shown in /proc as a cold start's would be. Then it tells the agent it has
 started -- or why it could not, as Popen's exec error would -- closes that socket (job code
-never holds a line to the launcher) and runs torchrun, ending with its exit code.
+never holds a line to the launcher) and runs torchrun, ending with its exit code; or, for a
+share of one rank (minihpc.core.warm.runs_direct), that rank itself, as torchrun's forked rank
+would run it (minihpc.node.rank), ending with the script's status.
 """
 
 from __future__ import annotations
@@ -56,9 +58,13 @@ def run(out: int, answers: socket.socket) -> None:
             os._exit(0)
         answers.send(json.dumps({"started": True, "pid": os.getpid()}).encode())
         answers.close()
-        from minihpc.node import torchrun
+        if request.get("rank"):  # the share's one rank, run here: no torchrun (core.warm.runs_direct)
+            os.environ.pop("MINIHPC_RESULT_FILE", None)  # the agent reads this process's own status
+            code = rank.run(request["rank"][0], list(request["rank"][1:]))
+        else:
+            from minihpc.node import torchrun
 
-        code = torchrun.main(list(request["argv"]))
+            code = torchrun.main(list(request["argv"]))
     except SystemExit as exc:
         code = rank.exit_code(exc)
     except KeyboardInterrupt:  # as an interpreter ends on an uncaught one: by SIGINT
