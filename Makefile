@@ -195,6 +195,7 @@ bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and 
 	@$(PY) scripts/bench.py
 	@$(PY) scripts/bench_api.py
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
+	@$(PY) scripts/bench_recovery.py --spare --kinds kill $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 	@$(PY) scripts/bench_balance.py
 
 bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0.8, 0.4 and 0.2-CPU nodes (CPUS=a,b,c).
@@ -203,8 +204,9 @@ bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
 
-bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events.
+bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events; then kills with a node to spare.
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
+	@$(PY) scripts/bench_recovery.py --spare --kinds kill $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 
 bench-demo: ## The first make demo as on a fresh machine, then a second: DELETES minihpc's images, volumes, venv and caches first (FRESH=1).
 	$(NEED_COMPOSE)

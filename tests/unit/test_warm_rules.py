@@ -13,6 +13,7 @@ import pytest
 from minihpc.core.launch_spec import LaunchSpec, direct_rank_env
 from minihpc.core.warm import child_path, cold_reason, runs_direct, shadowed
 from minihpc.machine import proctitle
+from minihpc.machine.ports import free_port
 from minihpc.node.warm import LOST, Unavailable, WarmLauncher, server_env
 from tests.conftest import wait_until
 
@@ -65,7 +66,7 @@ def test_a_share_of_one_rank_runs_it_without_torchrun_as_torchrun_would_number_i
                                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")} == {
         "PATH": "/bin", "RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "1",
         "GROUP_RANK": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29512",
-        "TORCHELASTIC_USE_AGENT_STORE": "False"}  # rank 0 hosts the store: no agent holds one
+        "TORCHELASTIC_USE_AGENT_STORE": "True"}  # node rank 0's process hosts it, as torchrun's agent would
 
 
 SLEEPER = ("import os, sys, time; print('up', os.environ.get('RANK'), 'MINIHPC_RESULT_FILE' in os.environ, flush=True); "
@@ -82,7 +83,7 @@ def launcher(tmp_path_factory):
     w.close()
 
 
-def launch(launcher, seconds: float, code: int, cwd: str = "/tmp", direct: bool = False):
+def launch(launcher, seconds: float, code: int, cwd: str = "/tmp", direct: bool = False, gang: dict | None = None):
     w, script = launcher
     read, write = os.pipe()
     env = {k: v for k, v in w.env.items() if k != "PYTHONSAFEPATH"}
@@ -90,7 +91,8 @@ def launch(launcher, seconds: float, code: int, cwd: str = "/tmp", direct: bool 
     args = ["--standalone", "--nproc-per-node=1", "--max-restarts=0", "--monitor-interval=0.02", "--module",
             "minihpc.node.rank", script, str(seconds), str(code)]
     try:
-        proc = w.launch(args, dict(env, RANK="5") if direct else env, cwd, None, write,
+        gang = gang or {"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "MASTER_PORT": str(free_port())}
+        proc = w.launch(args, dict(env, RANK="5", MASTER_ADDR="127.0.0.1", **gang) if direct else env, cwd, None, write,
                         rank=[script, str(seconds), str(code)] if direct else None)
     finally:
         os.close(write)
@@ -112,6 +114,18 @@ def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher, direct):
     proc.kill()
     assert proc.wait(timeout=30) == -signal.SIGKILL
     os.close(out)
+
+
+def test_a_rank_run_without_torchrun_waits_for_its_gang_as_torchrun_does(launcher):
+    port = str(free_port())
+    first, out0 = launch(launcher, 0, 0, direct=True, gang={"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})
+    with pytest.raises(subprocess.TimeoutExpired):  # node 1 has not started: no code runs
+        first.wait(timeout=1.0)
+    second, out1 = launch(launcher, 0, 0, direct=True, gang={"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})
+    assert (first.wait(timeout=60), second.wait(timeout=60)) == (0, 0)
+    assert b"up 5" in os.read(out0, 65536) and b"up 5" in os.read(out1, 65536)
+    os.close(out0)
+    os.close(out1)
 
 
 def test_a_bad_working_directory_fails_the_launch_as_popen_would(launcher):

@@ -103,8 +103,9 @@ def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
 def direct_rank_env(spec: LaunchSpec, master_port: int, env: dict[str, str]) -> dict[str, str]:
     """``env`` with what torchrun's agent gives the one rank of a one-task-per-node share (static
     rendezvous), for a share whose rank the warm launcher runs without torchrun: its rank is
-    the node's rank, and it hosts the job's store itself when it is rank 0 (no agent holds one:
-    ``TORCHELASTIC_USE_AGENT_STORE=False``), as ranks started by ``srun`` do."""
+    the node's rank, and the job's store at MASTER_ADDR:MASTER_PORT is the one its process
+    formed the gang on (minihpc.node.warm_child), hosted by node rank 0 as torchrun's agent
+    hosts it (``TORCHELASTIC_USE_AGENT_STORE=True``)."""
     rank, world = str(spec.node_rank), str(spec.nnodes)
     return {
         **env,
@@ -113,7 +114,7 @@ def direct_rank_env(spec: LaunchSpec, master_port: int, env: dict[str, str]) -> 
         "WORLD_SIZE": world, "GROUP_WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
         "MASTER_ADDR": spec.master_addr, "MASTER_PORT": str(master_port),
         "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "none",
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
 

@@ -60,6 +60,7 @@ def run(out: int, answers: socket.socket) -> None:
         answers.close()
         if request.get("rank"):  # the share's one rank, run here: no torchrun (core.warm.runs_direct)
             os.environ.pop("MINIHPC_RESULT_FILE", None)  # the agent reads this process's own status
+            form_gang(os.environ)
             code = rank.run(request["rank"][0], list(request["rank"][1:]))
         else:
             from minihpc.node import torchrun
@@ -76,6 +77,30 @@ def run(out: int, answers: socket.socket) -> None:
     finally:
         rank.flush_output()
         os._exit(code)
+
+
+GANG_TIMEOUT = 600.0
+"""Seconds a rank waits for the job's other nodes (torchrun's static rendezvous waits as long)."""
+GANG_KEY = "minihpc/gang"
+_STORE = None
+"""The job's store, held for the rank's life: on node rank 0 this process hosts it."""
+
+
+def form_gang(env) -> None:
+    """Wait until every node's rank of the job has started, as torchrun's static rendezvous
+    does before any rank runs: a job whose gang never forms (a node failed its launch) runs no
+    code anywhere. Node rank 0 hosts the job's store at MASTER_ADDR:MASTER_PORT, which the
+    rank's ``init_process_group`` then uses (TORCHELASTIC_USE_AGENT_STORE, as under torchrun)."""
+    global _STORE
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    node, nodes = int(env["GROUP_RANK"]), int(env["GROUP_WORLD_SIZE"])
+    _STORE = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), nodes, is_master=node == 0,
+                      timeout=timedelta(seconds=GANG_TIMEOUT), wait_for_workers=False, multi_tenant=True)
+    _STORE.set(f"{GANG_KEY}/{node}", "1")
+    _STORE.wait([f"{GANG_KEY}/{n}" for n in range(nodes)])
 
 
 def setup(request: dict, out: int, answers: int) -> None:
