@@ -225,7 +225,8 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
         if left:
             joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
                        f"running after its ranks ended were killed ===\n")
-    return _read_result(result_file, returncode, spec.node_rank if direct and not stopped else None), stopped, forwarder.summary()
+    own_rank = spec.node_rank if direct and not stopped else None  # it failed by itself: that rank did
+    return _read_result(result_file, returncode, own_rank), stopped, forwarder.summary()
 
 
 def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: identity.Identity | None,
