@@ -116,13 +116,15 @@ def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher, direct):
     os.close(out)
 
 
-def test_a_rank_run_without_torchrun_waits_for_its_gang_as_torchrun_does(launcher):
+def test_a_rank_run_without_torchrun_waits_for_its_gang_and_node_0_for_the_others_to_end(launcher):
     port = str(free_port())
     first, out0 = launch(launcher, 0, 0, direct=True, gang={"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})
     with pytest.raises(subprocess.TimeoutExpired):  # node 1 has not started: no code runs
         first.wait(timeout=1.0)
-    second, out1 = launch(launcher, 0, 0, direct=True, gang={"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})
-    assert (first.wait(timeout=60), second.wait(timeout=60)) == (0, 0)
+    second, out1 = launch(launcher, 3, 0, direct=True, gang={"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})
+    with pytest.raises(subprocess.TimeoutExpired):  # node 0 hosts the job's store: it ends after node 1
+        first.wait(timeout=1.5)
+    assert (second.wait(timeout=60), first.wait(timeout=60)) == (0, 0)
     assert b"up 5" in os.read(out0, 65536) and b"up 5" in os.read(out1, 65536)
     os.close(out0)
     os.close(out1)

@@ -105,7 +105,7 @@ def direct_rank_env(spec: LaunchSpec, master_port: int, env: dict[str, str]) -> 
     rendezvous), for a share whose rank the warm launcher runs without torchrun: its rank is
     the node's rank, and the job's store at MASTER_ADDR:MASTER_PORT is the one its process
     formed the gang on (minihpc.node.warm_child), hosted by node rank 0 as torchrun's agent
-    hosts it (``TORCHELASTIC_USE_AGENT_STORE=True``)."""
+    hosts it (``TORCHELASTIC_USE_AGENT_STORE=True``); a one-node job's rank hosts its own."""
     rank, world = str(spec.node_rank), str(spec.nnodes)
     return {
         **env,
@@ -114,7 +114,7 @@ def direct_rank_env(spec: LaunchSpec, master_port: int, env: dict[str, str]) -> 
         "WORLD_SIZE": world, "GROUP_WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
         "MASTER_ADDR": spec.master_addr, "MASTER_PORT": str(master_port),
         "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "none",
-        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "TORCHELASTIC_USE_AGENT_STORE": str(spec.nnodes > 1),  # one node: the rank hosts its own
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
 
