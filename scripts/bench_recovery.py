@@ -199,7 +199,10 @@ def drill_phase(kind_of_cluster: str, env: dict[str, str], kinds: list[str], dri
             kind = kinds[i % len(kinds)]
             ready(store, job_id)
             node = target(store, job_id, i // len(kinds), spare)
-            within_rate_limits(faults_at, node)
+            # With a node to spare, the job moves to the node hit by the drill before: it must be
+            # back and warm first, or a drill would measure a second fault during a recovery.
+            for waited in (WORKERS if spare else [node]):
+                within_rate_limits(faults_at, waited)
             faults_at.append((time.time(), node))
             # Every drill measures a node's first failure: without this, the restart backoff
             # for a node that keeps failing (1, 2, 4, ... s) would grow from drill to drill.
