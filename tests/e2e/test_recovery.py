@@ -94,8 +94,13 @@ def test_a_worker_paused_for_60s_is_restarted_and_its_stale_attempt_changes_noth
 
 KILL_ONE_RANK = """
 import psutil
-launchers = [p for p in psutil.process_iter(["cmdline"]) if "minihpc.node.torchrun" in " ".join(p.info["cmdline"] or [])]
-ranks = [c for p in launchers for c in p.children()]
+def module(p):
+    cmd = p.info["cmdline"] or []
+    return cmd[2] if len(cmd) > 2 and cmd[1] == "-m" else ""
+procs = list(psutil.process_iter(["cmdline"]))
+launchers = [p for p in procs if module(p) == "minihpc.node.torchrun"]
+# A rank run without torchrun (one task a node) shows as one torchrun spawns; else torchrun's children.
+ranks = [p for p in procs if module(p) == "minihpc.node.rank"] + [c for p in launchers for c in p.children()]
 assert ranks, "no rank running"
 for rank in ranks:
     rank.kill()

@@ -46,7 +46,7 @@ def test_a_job_is_forked_warm_and_sees_what_a_cold_start_would(idle_cluster):
     assert [r["rank"] for r in ranks] == [0, 1], c.cli("logs", job["id"]).stdout
     for r in ranks:
         assert any(WARM in line for line in r["ancestry"]), r["ancestry"]  # forked, not a new interpreter
-        assert r["cmdline"][1:3] == ["-m", "minihpc.node.torchrun"], r["cmdline"]
+        assert r["cmdline"][1:3] == ["-m", "minihpc.node.rank"], r["cmdline"]  # one task a node: no torchrun
         assert r["cmdline"][-2:] == [job["script"], "3"], r["cmdline"]  # the spooled copy, its argument
         assert r["env"] == r["proc_env"] == "exported"  # --export's, in os.environ and in /proc
         assert r["cwd"] == str(JOBS) and r["helper"] == "imported from beside the script"

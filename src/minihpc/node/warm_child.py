@@ -20,7 +20,7 @@ import socket
 import sys
 import traceback
 
-from minihpc.core.launch_spec import TORCHRUN_MODULE
+from minihpc.core.launch_spec import RANK_MODULE, TORCHRUN_MODULE
 from minihpc.core.warm import child_path, shadowed
 from minihpc.machine import proctitle
 from minihpc.node import rank
@@ -151,8 +151,9 @@ def setup(request: dict, out: int, answers: int) -> None:
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = child_path(os.getcwd(), env.get("PYTHONPATH", ""), _BASE_PATH)
-    sys.argv = [sys.modules[TORCHRUN_MODULE].__file__, *request["argv"]]
-    proctitle.become([sys.executable, "-m", TORCHRUN_MODULE, *request["argv"]], env)
+    module, argv = (RANK_MODULE, request["rank"]) if request.get("rank") else (TORCHRUN_MODULE, request["argv"])
+    sys.argv = [sys.modules[module].__file__, *argv]
+    proctitle.become([sys.executable, "-m", module, *argv], env)  # a rank run here shows as one spawned by torchrun
     dynamo = sys.modules.get("torch._dynamo.config")
     if dynamo is not None and hasattr(dynamo, "debug_dir_root"):  # taken from the cwd at import
         dynamo.debug_dir_root = os.path.join(os.getcwd(), "torch_compile_debug")
