@@ -23,7 +23,7 @@ import traceback
 from minihpc.core.launch_spec import RANK_MODULE, TORCHRUN_MODULE
 from minihpc.core.warm import child_path, shadowed
 from minihpc.machine import proctitle
-from minihpc.node import rank
+from minihpc.node import gang, rank
 
 _PR_SET_DUMPABLE = 4
 _BASE_PATH = [p for p in sys.path
@@ -78,20 +78,15 @@ def run(out: int, answers: socket.socket) -> None:
         os._exit(code)
 
 
-GANG_TIMEOUT = 600.0
-"""Seconds a rank waits for the job's other nodes (torchrun's static rendezvous waits as long)."""
-EXIT_TIMEOUT = 300.0
-"""Seconds node rank 0 keeps the job's store up for the others after its rank ended well
-(torchrun's exit barrier waits as long)."""
-GANG_KEY = "minihpc/gang"
-
-
 def run_rank(script: str, args: list[str]) -> int:
     """The share's one rank, here: after its job's gang formed, and, on node rank 0, until
-    every node's rank has ended (its store is the job's). The script's status; its
-    ``os._exit(...)`` unwinds to here (minihpc.node.rank.forked), so that node rank 0 still
-    waits for the others."""
-    store = form_gang(os.environ) if int(os.environ["GROUP_WORLD_SIZE"]) > 1 else None
+    every node's rank has ended (its store is the job's; minihpc.node.gang). The script's
+    status; its ``os._exit(...)`` unwinds to here (minihpc.node.rank.forked), so that node
+    rank 0 still waits for the others."""
+    node, nodes = int(os.environ["GROUP_RANK"]), int(os.environ["GROUP_WORLD_SIZE"])
+    store = None
+    if nodes > 1:
+        store = gang.form(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), node, nodes)
     code = 1
     try:
         rank.forked(script, *args)
@@ -100,43 +95,8 @@ def run_rank(script: str, args: list[str]) -> int:
         code = rank.exit_code(exc)
     finally:
         if store is not None:
-            leave_gang(store, int(os.environ["GROUP_RANK"]), int(os.environ["GROUP_WORLD_SIZE"]), code == 0)
+            gang.leave(store, node, nodes, code == 0)
     return code
-
-
-def form_gang(env):
-    """Wait until every node's rank of the job has started, as torchrun's static rendezvous
-    does before any rank runs: a job whose gang never forms (a node failed its launch) runs no
-    code anywhere. Node rank 0 hosts the job's store at MASTER_ADDR:MASTER_PORT, which the
-    rank's ``init_process_group`` then uses (TORCHELASTIC_USE_AGENT_STORE, as under torchrun).
-    The store, to be held for the rank's life."""
-    from datetime import timedelta
-
-    from torch.distributed import TCPStore
-
-    node, nodes = int(env["GROUP_RANK"]), int(env["GROUP_WORLD_SIZE"])
-    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), nodes, is_master=node == 0,
-                     timeout=timedelta(seconds=GANG_TIMEOUT), wait_for_workers=False, multi_tenant=True)
-    store.set(f"{GANG_KEY}/{node}", "1")
-    store.wait([f"{GANG_KEY}/{n}" for n in range(nodes)])
-    return store
-
-
-def leave_gang(store, node: int, nodes: int, ok: bool) -> None:
-    """A rank has ended: it says so, and node rank 0, whose process hosts the store, waits (when
-    its own rank ended well) for every other to say so first -- a store gone while other ranks
-    still use it fails them. As torchrun's exit barrier: none after a failure (the job fails)."""
-    from datetime import timedelta
-
-    from torch.distributed import DistError
-
-    try:
-        if node:
-            store.set(f"{GANG_KEY}/ended/{node}", "1")
-        elif ok:
-            store.wait([f"{GANG_KEY}/ended/{n}" for n in range(1, nodes)], timedelta(seconds=EXIT_TIMEOUT))
-    except DistError as exc:  # the store's host ended first, or a rank never came: nothing more to wait for
-        print(f"minihpc: node rank {node}: leaving the job's gang: {exc}", file=sys.stderr, flush=True)
 
 
 def setup(request: dict, out: int, answers: int) -> None:
