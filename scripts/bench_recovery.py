@@ -56,6 +56,8 @@ DRIFT = 1.35
 """Timings drift 20-35% within an hour here: 'no worse' allows that much."""
 PHASES = {"heartbeats only": {"MINIHPC_CRASH_EVENTS": "0"}, "events": {"MINIHPC_CRASH_EVENTS": "1"}}
 FIGURES = ("detected", "back", "resumed", "steps_lost")
+KINDS = ("kill", "stop", "pause", "disconnect")
+"""Every drill this bench runs; disconnect on Compose only."""
 PROJECT = "minihpc-bench"
 WORKERS = ("worker-node-1", "worker-node-2")
 # One job drilled again and again: it must never run out of requeues or restarts.
@@ -239,11 +241,10 @@ def main() -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
     kind_of_cluster = args.cluster or ("compose" if docker_answers() else "local")
-    kinds = args.kinds.split(",") if args.kinds else \
-        ["kill", "stop", "pause"] + (["disconnect"] if kind_of_cluster == "compose" else [])
-    unknown = sorted(set(kinds) - {"kill", "stop", "pause", "disconnect"})
+    kinds = args.kinds.split(",") if args.kinds else [k for k in KINDS if kind_of_cluster == "compose" or k != "disconnect"]
+    unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
-        p.error(f"--kinds: no drill {', '.join(unknown)} (kill, stop, pause, disconnect)")
+        p.error(f"--kinds: no drill {', '.join(unknown)} ({', '.join(KINDS)})")
     results = {"cluster": kind_of_cluster, "drills_per_kind": args.drills, "hold": args.hold, "spare": args.spare,
                "job_nodes": 2 if args.spare else 3, "phases": {}, "raw": {}}
     for phase, env in PHASES.items():
