@@ -172,24 +172,24 @@ venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@VENV=$(VENV) bash scripts/venv.sh
 
-test: venv ## All tests: unit, integration (real local cluster), Ansible (systemd hosts over SSH) and e2e (real containers), the last two when Docker runs; installs what they need.
+test: venv ## All tests, tier by tier: unit, integration (real local clusters, TEST_WORKERS in parallel), Ansible (systemd hosts over SSH) and e2e (real containers), the last two when Docker runs; installs what they need; ends with each tier's time and the slowest tests (build/test-report.txt).
 	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/unit tests/integration tests/ansible tests/e2e -p no:cacheprovider
+	@$(PY) scripts/test_tiers.py
 
 test-unit: venv ## Only the unit tests (no Redis needed).
-	@$(PY) -m pytest tests/unit -p no:cacheprovider
+	@$(PY) scripts/test_tiers.py unit
 
-test-integration: venv ## Only the integration tests (real redis-server, agents, torchrun).
+test-integration: venv ## Only the integration tests (real redis-server, agents, torchrun), TEST_WORKERS (3) clusters side by side.
 	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/integration -p no:cacheprovider
+	@$(PY) scripts/test_tiers.py integration
 
 test-ansible: venv ## Only the Ansible tests: provision systemd hosts (containers) over real SSH, run jobs and drills on them.
 	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/ansible -p no:cacheprovider
+	@$(PY) scripts/test_tiers.py ansible
 
 test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/e2e -p no:cacheprovider
+	@$(PY) scripts/test_tiers.py e2e
 
 bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, recovery drills, balanced batches.
 	@$(PY) scripts/bench.py

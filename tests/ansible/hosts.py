@@ -150,3 +150,12 @@ class Hosts:
         run(["docker", "network", "rm", self.network], check=False)
         run(["docker", "volume", "rm", "-f", self.volume], check=False)
         self.names = []
+
+
+if __name__ == "__main__":
+    # `python -m tests.ansible.hosts build`: the hosts' image, ahead of the suite (scripts/test_tiers.py).
+    import sys
+
+    if sys.argv[1:] != ["build"]:
+        sys.exit("usage: python -m tests.ansible.hosts build")
+    Hosts(Path.cwd()).build()

@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""`make test`: the test tiers, each in a pytest of its own, then a table of where the time went.
+
+    scripts/test_tiers.py [TIER ...] [--workers N] [--report FILE]
+
+Tiers, in this order: unit (pure logic), integration (real local clusters, in N parallel
+workers, each with its own cluster on its own ports and state directory), ansible (systemd
+hosts over SSH) and e2e (the Compose cluster). The two Docker tiers run one at a time, after
+the local ones; their images (the Compose cluster's and the Ansible hosts') are built in the
+background while the local tiers run, so a cold machine pays for the build once, beside them.
+Every tier runs even when an earlier one failed, and the exit status is 1 when any failed.
+
+The report (tier wall times, counts, the 15 slowest tests) is printed at the end and written to
+FILE (build/test-report.txt); each tier's JUnit XML is kept beside it in build/test-results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tier_report import TierResult, read_junit, table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TIERS = ("unit", "integration", "ansible", "e2e")
+DOCKER_TIERS = ("ansible", "e2e")
+DEFAULT_WORKERS = 3
+"""Integration workers: most of its tests wait on clusters and jobs (one pytest keeps 2 cores
+about half busy), so three clusters side by side fill them without starving any."""
+
+
+def docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def pytest_argv(tier: str, workers: int, junit: Path) -> list[str]:
+    argv = [sys.executable, "-m", "pytest", f"tests/{tier}", "-p", "no:cacheprovider", f"--junitxml={junit}",
+            "--durations=10", "--durations-min=1"]
+    if tier == "integration" and workers > 1:
+        # One test file per worker at a time: a file's module fixtures (its own cluster, real
+        # Slurm, a browser) are made once, and its tests keep their order.
+        argv += ["-n", str(workers), "--dist", "loadfile"]
+    return argv
+
+
+class ImageBuild:
+    """The Docker tiers' images, built in the background while the local tiers run: the Compose
+    cluster's (`make build`) and the Ansible hosts' (tests/ansible/hosts.py). Both fixtures build
+    again, cached, so a failure here shows up there as well, as the test it breaks."""
+
+    def __init__(self, log: Path):
+        self.log = log
+        self.started = time.monotonic()
+        script = "make --no-print-directory build && $PY -m tests.ansible.hosts build"
+        self.proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=dict(os.environ, PY=sys.executable))
+        self.seconds: float | None = None
+
+    def wait(self) -> None:
+        if self.seconds is not None:
+            return
+        if self.proc.poll() is None:
+            print("==> waiting for the images the Docker tiers need (build/test-logs/images.log)", flush=True)
+        status = self.proc.wait()
+        self.seconds = time.monotonic() - self.started
+        if status == 0:
+            print(f"==> images ready, built beside the local tiers in {self.seconds:.0f}s", flush=True)
+        else:
+            tail = self.log.read_text(errors="replace").splitlines()[-15:]
+            print(f"==> the image build exited {status}; its last lines:", *tail, sep="\n    ", flush=True)
+
+
+def run_tier(tier: str, workers: int, results: Path) -> TierResult:
+    junit = results / f"{tier}.xml"
+    junit.unlink(missing_ok=True)
+    print(f"\n==> tier {tier}" + (f" ({workers} workers)" if tier == "integration" and workers > 1 else ""), flush=True)
+    start = time.monotonic()
+    status = subprocess.run(pytest_argv(tier, workers, junit), cwd=ROOT).returncode
+    result = TierResult(tier, time.monotonic() - start, status)
+    if junit.exists():
+        result.counts, result.tests = read_junit(junit.read_text())
+    else:
+        result.note = f"pytest exited {status} and wrote no results"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tiers", nargs="*", metavar="TIER", help=f"of {', '.join(TIERS)} (default: all)")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS") or DEFAULT_WORKERS),
+                        help=f"parallel workers for the integration tier (TEST_WORKERS; default {DEFAULT_WORKERS}; 1: none)")
+    parser.add_argument("--report", type=Path, default=ROOT / "build" / "test-report.txt")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be 1 or more, not {args.workers}")
+    unknown = [t for t in args.tiers if t not in TIERS]
+    if unknown:
+        parser.error(f"no tier {unknown[0]!r}; the tiers are {', '.join(TIERS)}")
+    plan = [t for t in TIERS if t in (args.tiers or TIERS)]
+    results = ROOT / "build" / "test-results"
+    logs = ROOT / "build" / "test-logs"
+    results.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+
+    start = time.monotonic()
+    setup: dict[str, float] = {}
+    build = ImageBuild(logs / "images.log") if any(t in DOCKER_TIERS for t in plan) and docker_answers() else None
+    done = []
+    for tier in plan:
+        if tier in DOCKER_TIERS and build is not None:
+            build.wait()
+            setup["images (bg)"] = build.seconds or 0.0
+        done.append(run_tier(tier, args.workers, results))
+    report = table(done, time.monotonic() - start, setup)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(report + "\n")
+    print(f"\n{report}\n(written to {os.path.relpath(args.report, ROOT)})", flush=True)
+    return 0 if all(t.ok for t in done) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
