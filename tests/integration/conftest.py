@@ -77,11 +77,19 @@ def start_cluster(state: Path, **env: str) -> Cluster:
     """A local cluster of master-node, worker-node-1 and -2 in ``state``, with ``env`` set."""
     if shutil.which("redis-server") is None:
         pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
-    c = Cluster(state, free_port())
-    c.env.update(env)
-    out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", c.api_port)
-    assert "MINIHPC_REDIS_URL=redis://cli:" in out.stdout
-    return c
+    for _ in range(3):
+        c = Cluster(state, free_port())
+        c.env.update(env)
+        out = c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", c.api_port,
+                    check=False)
+        # Clusters of parallel workers pick free ports at once: one may take a port between
+        # another's pick and its start, which `up` refuses (nothing started); pick again.
+        if out.returncode != 0 and "is already in use" in out.stderr:
+            continue
+        assert out.returncode == 0, f"minihpc up exited {out.returncode}\nstdout: {out.stdout}\nstderr: {out.stderr}"
+        assert "MINIHPC_REDIS_URL=redis://cli:" in out.stdout
+        return c
+    pytest.fail(f"minihpc up found its ports taken three times: {out.stderr}")
 
 
 def stop_cluster(c: Cluster) -> None:

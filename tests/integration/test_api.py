@@ -17,6 +17,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def api(cluster):
+    # Every node up: a file before this one on the same cluster may have restarted one.
+    wait_until(cluster.idle, timeout=60, message="an idle cluster")
     return Api(cluster)
 
 

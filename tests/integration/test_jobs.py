@@ -115,12 +115,16 @@ def test_time_limit_ends_the_job_as_timeout(idle_cluster, tmp_path):
 
 
 def test_dependency_runs_after_success_and_is_cancelled_after_failure(idle_cluster, tmp_path):
-    order = tmp_path / "order.txt"
-    first = idle_cluster.submit(JOBS / "record_start.py", order, 1)
+    order, gate = tmp_path / "order.txt", tmp_path / "open"
+    # The first job runs until the test opens its gate: the second waits on it however slowly
+    # a busy machine runs this test.
+    first = idle_cluster.submit(JOBS / "record_start.py", order, gate)
     second = idle_cluster.submit("-d", f"afterok:{first}", JOBS / "record_start.py", order)
     assert idle_cluster.show(second)["state"] == "PENDING"
     failing = idle_cluster.submit(JOBS / "fail_rank.py", 0, 4, tmp_path / "f")
     never = idle_cluster.submit("--dependency", f"afterok:{failing}", JOBS / "record_start.py", order)
+    assert idle_cluster.show(second)["state"] == "PENDING"
+    gate.touch()
     assert idle_cluster.wait(second)["state"] == "COMPLETED"
     started = [int(line.split()[0]) for line in order.read_text().splitlines()]
     assert started == [first, second]
