@@ -72,13 +72,23 @@ class Hosts:
     def container(self, name: str) -> str:
         return f"{PREFIX}-{name}"
 
-    def start(self, name: str) -> str:
-        """Boot host ``name``; returns its address once systemd runs and sshd answers."""
-        run(["docker", "run", "-d", "--name", self.container(name), "--hostname", name, "--network", self.network,
-             "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
-             "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
-             "--memory", "6g", IMAGE])
-        self.names.append(name)
+    def start(self, *names: str) -> None:
+        """Boot hosts ``names``, side by side; returns once systemd runs and sshd answers on each."""
+        for name in names:
+            run(["docker", "run", "-d", "--name", self.container(name), "--hostname", name, "--network", self.network,
+                 "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+                 "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
+                 # The host's own disk for what Ansible installs (a venv of several GB): a
+                 # volume of its own, removed with it, on the engine's filesystem rather than
+                 # the container's overlay (fuse-overlayfs here took twice as long to write it).
+                 "-v", "/opt/minihpc",
+                 "--memory", "6g", IMAGE])
+            self.names.append(name)
+        for name in names:
+            self._booted(name)
+
+    def _booted(self, name: str) -> str:
+        """Host ``name``'s address, once systemd runs and sshd answers there (its key is then known)."""
         addr = self.address(name)
         deadline = time.time() + 90
         while True:

@@ -34,8 +34,7 @@ def hosts(tmp_path_factory):
     h.build()
     h.setup()
     try:
-        for name in NODES:
-            h.start(name)
+        h.start(*NODES)
         h.write_inventory("head", {"node1": {}, "node2": {}})
         yield h
     finally:
