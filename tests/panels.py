@@ -3,6 +3,7 @@ HTTP API: shared by the local-mode integration test and the Compose end-to-end t
 
 import json
 import math
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -31,6 +32,22 @@ def run_all(base_url: str) -> list[tuple[str, str, int, int]]:
                     finite += math.isfinite(float(item["value"][1]))
             rows.append((board["title"], panel["title"], series, finite))
     return rows
+
+
+def empty(rows) -> list[str]:
+    """The panels that returned no finite value: "dashboard: panel"."""
+    return [f"{board}: {panel}" for board, panel, _, finite in rows if finite == 0]
+
+
+def run_until_filled(base_url: str, timeout: float = 60.0, interval: float = 1.0) -> list[tuple[str, str, int, int]]:
+    """run_all() again until every panel returns a finite value, or ``timeout`` has passed (the
+    last rows either way): a rate() needs two scrapes of every counter inside its window."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = run_all(base_url)
+        if not empty(rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(interval)
 
 
 def table(rows) -> str:

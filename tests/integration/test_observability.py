@@ -7,7 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -99,11 +98,9 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
     try:
         wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job="{job_id}"}}'), timeout=60,
                    interval=0.5, message="training metrics in Prometheus")
-        time.sleep(5)  # rate() needs two samples of every counter inside its window
-        rows = panels.run_all(prometheus)
+        rows = panels.run_until_filled(prometheus)
         print("\n" + panels.table(rows))
-        empty = [f"{board}: {panel}" for board, panel, _, finite in rows if finite == 0]
-        assert not empty, panels.table(rows)
+        assert not panels.empty(rows), panels.table(rows)
         running = panels.query(prometheus, "minihpc_job_step")
         assert {r["metric"]["job"] for r in running} == {str(job_id)}
         phases = {r["metric"]["phase"] for r in panels.query(prometheus, "minihpc_job_step_phase_seconds")}
