@@ -78,10 +78,6 @@ class Hosts:
             run(["docker", "run", "-d", "--name", self.container(name), "--hostname", name, "--network", self.network,
                  "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
                  "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
-                 # The host's own disk for what Ansible installs (a venv of several GB): a
-                 # volume of its own, removed with it, on the engine's filesystem rather than
-                 # the container's overlay (fuse-overlayfs here took twice as long to write it).
-                 "-v", "/opt/minihpc",
                  "--memory", "6g", IMAGE])
             self.names.append(name)
         for name in names:
