@@ -51,6 +51,8 @@ def pytest_argv(tier: str, workers: int, junit: Path) -> list[str]:
         # One test file per worker at a time: a file's module fixtures (its own cluster, real
         # Slurm, a browser) are made once, and its tests keep their order.
         argv += ["-n", str(workers), "--dist", "loadfile"]
+    elif tier == "unit" and workers > 1:
+        argv += ["-n", str(min(workers, os.cpu_count() or 1))]  # computing, not waiting: a worker a core
     return argv
 
 
