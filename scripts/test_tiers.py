@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,14 +70,24 @@ class ImageBuild:
         self.proc = subprocess.Popen(["nice", "-n", "10", "bash", "-c", script], cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=dict(os.environ, PY=sys.executable))
         self.seconds: float | None = None
+        self.reported = False
+        self._reaper = threading.Thread(target=self._reap, daemon=True)
+        self._reaper.start()
+
+    def _reap(self) -> None:
+        """The build's own time, however late a tier asks for it."""
+        self.proc.wait()
+        self.seconds = time.monotonic() - self.started
 
     def wait(self) -> None:
-        if self.seconds is not None:
+        """Wait until the build has ended, and say how it went (once)."""
+        if self.reported:
             return
         if self.proc.poll() is None:
             print("==> waiting for the images the Docker tiers need (build/test-logs/images.log)", flush=True)
         status = self.proc.wait()
-        self.seconds = time.monotonic() - self.started
+        self._reaper.join()
+        self.reported = True
         if status == 0:
             print(f"==> images ready in {self.seconds:.0f}s (built in the background)", flush=True)
         else:
