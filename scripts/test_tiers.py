@@ -67,8 +67,10 @@ class ImageBuild:
         self.started = time.monotonic()
         script = "make --no-print-directory build && $PY -m tests.ansible.hosts build"
         # At a lower priority than the tests beside it: their clusters' heartbeats come first.
-        self.proc = subprocess.Popen(["nice", "-n", "10", "bash", "-c", script], cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=dict(os.environ, PY=sys.executable))
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(["nice", "-n", "10", "bash", "-c", script], cwd=ROOT, stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=dict(os.environ, PY=sys.executable))
         self.seconds: float | None = None
         self.reported = False
         self._reaper = threading.Thread(target=self._reap, daemon=True)
@@ -112,8 +114,8 @@ def run_tier(tier: str, workers: int, results: Path) -> TierResult:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tiers", nargs="*", metavar="TIER", help=f"of {', '.join(TIERS)} (default: all)")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS") or DEFAULT_WORKERS),
-                        help=f"parallel workers for the integration tier (TEST_WORKERS; default {DEFAULT_WORKERS}; 1: none)")
+    parser.add_argument("--workers", type=int, default=os.environ.get("TEST_WORKERS") or DEFAULT_WORKERS,
+                        help=f"parallel workers for the integration tier, and up to one a core for unit (TEST_WORKERS; default {DEFAULT_WORKERS}; 1: none)")
     parser.add_argument("--report", type=Path, default=ROOT / "build" / "test-report.txt")
     args = parser.parse_args(argv)
     if args.workers < 1:
