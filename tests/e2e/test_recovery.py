@@ -1,9 +1,9 @@
 """The fault-tolerance matrix against the real Compose cluster, injected with `make drill` as an
 operator would: a worker killed, stopped, cut off the network for 20 s, paused for 30 s, Redis
-restarted mid-job, and a node that keeps dying drained. Each timed fault lasts eight node
-timeouts (2.5 s) or more: long enough for the node to be declared down and restarted, or, for
-Redis, long enough that a node would be, were its silence taken for a failure. Every job completes exactly once, and
-resumed runs pick up from their checkpoint."""
+restarted mid-job, and a node that keeps dying drained. Every job completes exactly once, and
+resumed runs pick up from their checkpoint. Each timed fault lasts eight node timeouts (2.5 s)
+or more: long enough for the node to be declared down and restarted, or, for Redis, long enough
+that a node would be, were its silence taken for a failure."""
 
 import json
 import re
