@@ -121,7 +121,12 @@ def test_a_node_runs_no_task_but_the_launch_task(idle_cluster, tmp_path):
     for job in (bad, hooked):
         wait_until(lambda job=job: job.get_status(refresh=True) == "failed", timeout=20, message="refused")
     assert not proof.exists(), "os.system ran on the node"
-    reasons = [i["reason"] for i in store.incidents(20) if i["kind"] == "task_refused" and i["at"] >= since]
+
+    def refused() -> list[str]:
+        return [i["reason"] for i in store.incidents(20) if i["kind"] == "task_refused" and i["at"] >= since]
+
+    # rq marks a task failed before the agent records why: wait for both records, then look.
+    reasons = wait_until(lambda: len(r := refused()) >= 2 and r, timeout=20, message="two refusals recorded")
     print("refused:", reasons)
     assert any("refused task 'os.system'" in r for r in reasons)
     assert any("with callbacks os.system" in r for r in reasons)
