@@ -97,6 +97,23 @@ def test_local_mode_torchrun_maps_node_names_to_loopback():
         ["--master_addr=127.0.0.1", "--rdzv_endpoint=elsewhere:1"]
 
 
+def test_local_mode_torchrun_takes_the_jobs_own_port_for_a_node():
+    """Two local jobs whose scripts both say $head:29500 share this machine's ports: each gets
+    its own; a port that goes with another host, or a script's own args, stay."""
+    nodes = {"master-node", "worker-node-1"}
+    assert rewrite(["--standalone", "--rdzv-endpoint", "master-node:29500", "t.py", "--master-port", "1"],
+                   nodes, "40001") == \
+        ["--standalone", "--rdzv-endpoint", "127.0.0.1:40001", "t.py", "--master-port", "1"]
+    assert rewrite(["-m", "pkg.train", "--rdzv-endpoint", "master-node:29500"], nodes, "40001") == \
+        ["-m", "pkg.train", "--rdzv-endpoint", "master-node:29500"]
+    assert rewrite(["--master-addr=master-node", "--master_port=29500", "t.py"], nodes, "40001") == \
+        ["--master-addr=127.0.0.1", "--master_port=40001", "t.py"]
+    assert rewrite(["--master-addr", "10.0.0.9", "--master-port", "29500", "t.py"], nodes, "40001") == \
+        ["--master-addr", "10.0.0.9", "--master-port", "29500", "t.py"]
+    assert rewrite(["--rdzv-endpoint=elsewhere:29500", "t.py"], nodes, "40001") == \
+        ["--rdzv-endpoint=elsewhere:29500", "t.py"]
+
+
 def test_srun_options_no_prefix_matching_and_ignored_ones_warn():
     """man srun: -N, -n, --ntasks-per-node place tasks; --mpi, -l... have no meaning here."""
     args = srun.parser().parse_args(["-N", "2", "--mpi=pmix", "-l", "python", "t.py", "-n", "5"])
