@@ -103,6 +103,29 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     assert store.r.get(keys.node_alloc("c")) == b"1"  # held by attempt 2
 
 
+def test_a_node_failure_is_not_an_end_until_the_master_decides_and_a_requeued_one_never_was(store):
+    """minihpc wait, logs -f and the API's stream end on ended_for_good. A NODE_FAIL job read
+    just before the master requeued it must not count as ended: the requeue clears the
+    undecided mark at once, so a second, separate read of the mark said "decided" (seen: wait
+    returned while the requeued job ran again)."""
+    from minihpc.client.jobs import ended_for_good, wait
+
+    add_pending(store, 1, nodes=1)
+    store.start(1, ["a"], lambda pipe, job: None)
+    assert store.transition(1, JobState.NODE_FAIL, "node a failed", only_from=[JobState.RUNNING], failed_node="a")
+    failed = store.get_job(1)
+    assert store.job_settled(1)[1] is False and not ended_for_good(store, failed)
+    assert store.requeue(1, failed.attempts, "Requeued")
+    assert not ended_for_good(store, failed)  # the record read before the requeue
+    store.release_node("a")
+    store.start(1, ["a"], lambda pipe, job: None)
+    assert not ended_for_good(store, failed) and wait(store, 1, timeout=0.3) == (store.get_job(1), False)
+    assert store.transition(1, JobState.NODE_FAIL, "node a failed", only_from=[JobState.RUNNING], failed_node="a")
+    store.settle_node_failure(1)  # the master decided: it stays failed
+    job, over = wait(store, 1, timeout=5)
+    assert over and (job.state, job.attempts) == (JobState.NODE_FAIL, 2) and ended_for_good(store, job)
+
+
 def test_ended_jobs_refuse_new_states(store):
     add_pending(store, 1, nodes=1)
     assert store.transition(1, JobState.CANCELLED, "by test")

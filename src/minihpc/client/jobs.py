@@ -51,8 +51,13 @@ def elapsed(job: Job, now: float) -> float:
 
 
 def ended_for_good(store: Store, job: Job) -> bool:
-    """Ended, and not about to be requeued (see Job.ended_for_good)."""
-    return job.ended_for_good(job.state is JobState.NODE_FAIL and store.requeue_undecided(job.id))
+    """``job``, as read a moment ago, has ended and is not about to be requeued (see
+    Job.ended_for_good): asked again of the store, with the requeue decision in the same read,
+    and still the same attempt in the same state."""
+    if not job.state.terminal:
+        return False
+    now, over = store.job_settled(job.id)
+    return over and (now.attempts, now.state) == (job.attempts, job.state)
 
 
 def wait(store: Store, job_id: int, timeout: float | None = None, poll: float = 0.1) -> tuple[Job, bool]:
@@ -60,8 +65,8 @@ def wait(store: Store, job_id: int, timeout: float | None = None, poll: float = 
     whether it ended)."""
     deadline = None if timeout is None else time.time() + timeout
     while True:
-        job = store.get_job(job_id)
-        if ended_for_good(store, job):
+        job, over = store.job_settled(job_id)
+        if over:
             return job, True
         if deadline is not None and time.time() >= deadline:
             return job, False

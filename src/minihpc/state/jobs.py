@@ -111,6 +111,19 @@ class JobRecords:
             raise NotFound(f"job {job_id} does not exist")
         return Job.from_record(texts(raw))
 
+    def job_settled(self, job_id: int) -> tuple[Job, bool]:
+        """The job and whether it has ended for good, read together in one transaction. Read
+        apart, a NODE_FAIL record and then the requeue decision could straddle the master's
+        requeue, which clears both at once: the job looked ended while it ran again."""
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.hgetall(keys.job(job_id))
+            pipe.sismember(keys.JOBS_NODE_FAILED, job_id)
+            raw, undecided = pipe.execute()
+        if not raw:
+            raise NotFound(f"job {job_id} does not exist")
+        job = Job.from_record(texts(raw))
+        return job, job.ended_for_good(job.state is JobState.NODE_FAIL and bool(undecided))
+
     def get_jobs(self, ids: Iterable[int]) -> list[Job]:
         return [Job.from_record(record) for _, record in self._records(ids)]
 
