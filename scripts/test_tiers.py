@@ -31,11 +31,9 @@ from tier_report import TierResult, read_junit, table  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "integration", "ansible", "e2e")
 DOCKER_TIERS = ("ansible", "e2e")
-DEFAULT_WORKERS = 1
-"""Integration workers. Three (TEST_WORKERS=3) fill 2 cores and take the tier from 17 to 7-8
-minutes, but under that load some tests still fail now and then (torchrun's c10d rendezvous on
-one address, srun outside an allocation, a stalled job's requeue: README, "How make test runs"),
-so the default stays one until those are fixed: a flaky suite blocks every landing."""
+DEFAULT_WORKERS = 3
+"""Integration workers: most of those tests wait on jobs and drills, and three fill 2 cores and
+take the tier from 17 to 7-8 minutes (TEST_WORKERS=1 runs it in one)."""
 
 
 def docker_answers() -> bool:
