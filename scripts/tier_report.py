@@ -57,8 +57,10 @@ def read_junit(xml_text: str) -> tuple[dict[str, int], list[tuple[str, float]]]:
 
 
 def minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{int(round(seconds % 60)):02d}" if seconds < 3600 else \
-        f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(round(seconds % 60)):02d}"
+    """m:ss, or h:mm:ss from an hour on (rounded to the second first: 599.7 s is 10:00)."""
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def table(tiers: list[TierResult], total_wall: float, setup: dict[str, float], slowest: int = 15) -> str:

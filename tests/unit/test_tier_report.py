@@ -74,3 +74,9 @@ def test_a_tier_passes_only_when_pytest_exits_0_and_nothing_failed():
     failed = tier_report.TierResult("unit", 1.0, 0)
     failed.counts["error"] = 1
     assert not failed.ok
+
+
+def test_wall_times_round_to_the_second_before_splitting_into_minutes():
+    """599.7 s printed as 9:60 in a CI's table: it is 10:00."""
+    assert [tier_report.minutes(s) for s in (0.4, 59.5, 599.7, 2180, 3599.6, 3725)] == \
+        ["0:00", "1:00", "10:00", "36:20", "1:00:00", "1:02:05"]
