@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "minihpc/host:bookworm"
 BASE = "minihpc/debian:bookworm"
 PREFIX = "minihpc-ansible"
+INSTALL_DISK = "/opt/minihpc"
+"""A host's own disk for the install folder (an anonymous volume, gone with the host): a real
+host writes its multi-GB venv to a disk, not through the container's fuse-overlayfs, which
+took most of a first run."""
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -78,6 +82,7 @@ class Hosts:
             run(["docker", "run", "-d", "--name", self.container(name), "--hostname", name, "--network", self.network,
                  "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
                  "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
+                 "-v", INSTALL_DISK,
                  "--memory", "6g", IMAGE])
             self.names.append(name)
         for name in names:
