@@ -112,6 +112,14 @@ def test_local_mode_torchrun_takes_the_jobs_own_port_for_a_node():
         ["--master-addr", "10.0.0.9", "--master-port", "29500", "t.py"]
     assert rewrite(["--rdzv-endpoint=elsewhere:29500", "t.py"], nodes, "40001") == \
         ["--rdzv-endpoint=elsewhere:29500", "t.py"]
+    # No port given: c10d's 29400 and torchrun's 29500 are shared defaults too.
+    assert rewrite(["--rdzv-endpoint", "master-node", "t.py"], nodes, "40001") == \
+        ["--rdzv-endpoint", "127.0.0.1:40001", "t.py"]
+    assert rewrite(["--master_addr", "master-node", "t.py"], nodes, "40001") == \
+        ["--master_addr", "127.0.0.1", "--master-port", "40001", "t.py"]
+    # Flags without a value and short options with theirs attached are one word each.
+    assert rewrite(["--virtual-local-rank", "-t3", "--rdzv-endpoint", "master-node:29500", "t.py"], nodes, "40001") == \
+        ["--virtual-local-rank", "-t3", "--rdzv-endpoint", "127.0.0.1:40001", "t.py"]
 
 
 def test_srun_options_no_prefix_matching_and_ignored_ones_warn():

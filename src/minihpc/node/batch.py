@@ -29,7 +29,7 @@ from minihpc.node.stepserver import StepServer
 from minihpc.node.steprunner import JOB_BIN, StepRunner
 from minihpc.job.localnames import PORT_ENV as LOCAL_PORT_ENV
 from minihpc.job.srun import SOCKET_ENV
-from minihpc.machine.ports import free_port
+from minihpc.machine.ports import free_listen_port
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.steps import END, SIGNAL
 
@@ -92,7 +92,7 @@ def _start_script(spec: LaunchSpec, private: jobdir.JobDir, relay: joblog.Relay,
     env[JOB_BIN] = private.bin
     env[SOCKET_ENV] = private.socket
     if spec.master_addr in LOOPBACK:  # every node on this machine's ports: the job's own (job.localnames)
-        env[LOCAL_PORT_ENV] = str(free_port())
+        env[LOCAL_PORT_ENV] = str(free_listen_port())
     with open(spec.script, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     argv = batch_argv(text, spec.script, spec.args)
