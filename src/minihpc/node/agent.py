@@ -87,6 +87,31 @@ class _Worker(SimpleWorker):
         self.agent.going_down()
         super().handle_warm_shutdown_request()
 
+    # A dequeue moves the task to the queue's intermediate list, and starting it takes it off
+    # again; Redis lost between the two (a crash, a restart) strands the task there. rq only
+    # fails such a task, after its 10-minute maintenance interval: the node would hold the
+    # job's allocation, beating, and never run it. This worker is its queue's only consumer
+    # and runs one task at a time, so whenever it is about to dequeue, a task in its
+    # intermediate list is one that was never started: it goes back to the queue's head.
+
+    @property
+    def should_run_maintenance_tasks(self) -> bool:  # asked before every dequeue, retries included
+        return self._stranded() > 0 or super().should_run_maintenance_tasks
+
+    def run_maintenance_tasks(self):
+        self._deliver_stranded()
+        if super().should_run_maintenance_tasks:
+            super().run_maintenance_tasks()
+
+    def _stranded(self) -> int:
+        return sum(self.connection.llen(q.intermediate_queue_key) for q in self.queues)
+
+    def _deliver_stranded(self) -> None:
+        for queue in self.queues:
+            while (task := self.connection.lmove(queue.intermediate_queue_key, queue.key, "RIGHT", "LEFT")) is not None:
+                log.warning("node %s: launch task %s was dequeued as Redis went away, never started; "
+                            "delivering it again", self.agent.name, task.decode(errors="replace"))
+
 
 class NodeAgent:
     def __init__(
