@@ -37,3 +37,15 @@ def test_a_task_stranded_between_dequeue_and_start_goes_back_to_the_head_of_the_
     assert not worker.should_run_maintenance_tasks  # rq's own maintenance ran too, and is not due
     job, _ = queue.dequeue_any([queue], None, connection=conn, serializer=SERIALIZER)
     assert job.id == first.id
+
+
+def test_a_task_stranded_again_is_dropped_not_delivered_forever(redis_port):
+    conn = redis.Redis(port=redis_port)
+    queue = node_queue(Store(conn), "n1")
+    task = queue.enqueue(LAUNCH_TASK, job_id="minihpc-97-1-n1")
+    worker = _Worker([queue], connection=conn, serializer=SERIALIZER, name="n1.test")
+    worker.agent = SimpleNamespace(name="n1")
+    for _ in range(2):
+        conn.lmove(queue.key, queue.intermediate_queue_key, "LEFT", "RIGHT")
+        worker.run_maintenance_tasks()
+    assert conn.llen(queue.intermediate_queue_key) == 0 and queue.job_ids == [], task.id

@@ -69,6 +69,10 @@ class _Worker(SimpleWorker):
 
     agent: NodeAgent
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._delivered_again: set[str] = set()
+
     def execute_job(self, job, queue):
         why = task_refusal(job.func_name, [job._success_callback_name, job._failure_callback_name,
                                            job._stopped_callback_name], job.webhooks)
@@ -76,6 +80,7 @@ class _Worker(SimpleWorker):
             return super().execute_job(job, queue)
         log.error("node %s: %s (rq job %s)", self.agent.name, why, job.id)
         job.retries_left = None  # a refused task is not retried, whatever it asked for
+        self.connection.lrem(queue.intermediate_queue_key, 1, job.id)  # dequeued, and done with
         self.prepare_execution(job)
         self.handle_job_failure(job, queue, exc_string=why)
         try:
@@ -107,10 +112,19 @@ class _Worker(SimpleWorker):
         return sum(self.connection.llen(q.intermediate_queue_key) for q in self.queues)
 
     def _deliver_stranded(self) -> None:
+        """Each stranded task back to its queue's head, once: one stranded again is dropped
+        (rq's own maintenance would fail it), so nothing can loop."""
+        delivered = self._delivered_again
         for queue in self.queues:
             while (task := self.connection.lmove(queue.intermediate_queue_key, queue.key, "RIGHT", "LEFT")) is not None:
+                name = task.decode(errors="replace")
+                if name in delivered:
+                    self.connection.lrem(queue.key, 1, task)
+                    log.error("node %s: launch task %s stranded twice; dropped", self.agent.name, name)
+                    continue
+                delivered.add(name)
                 log.warning("node %s: launch task %s was dequeued as Redis went away, never started; "
-                            "delivering it again", self.agent.name, task.decode(errors="replace"))
+                            "delivering it again", self.agent.name, name)
 
 
 class NodeAgent:
