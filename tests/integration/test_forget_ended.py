@@ -104,7 +104,8 @@ def test_an_undecided_node_failure_is_kept_for_its_requeue(store, tmp_path):
     store.r.zadd(keys.JOBS_ENDED, {2: 1.0})  # the oldest of all
 
     retention.forget_ended(store, Settings(keep_ended_jobs=1, keep_ended_days=0), time.time())
-    assert _remembered(store, 2) and store.requeue_undecided(2)
+    job, over = store.job_settled(2)
+    assert _remembered(store, 2) and job.state is JobState.NODE_FAIL and not over  # still undecided
     assert store.requeue(2, 1, "Requeued")
 
 

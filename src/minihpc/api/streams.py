@@ -22,7 +22,6 @@ import redis
 import redis.asyncio
 
 from minihpc.api import sse
-from minihpc.client import jobs as client_jobs
 from minihpc.client.logs import SETTLE, LogFollower, settled
 from minihpc.core.errors import NotFound
 from minihpc.core.models import Job
@@ -177,9 +176,9 @@ async def job_log(store: Store, hub: Hub, job: Job, node: str | None, cursor: di
 
 def _look(store: Store, follower: LogFollower, job_id: int) -> tuple[Job, bool]:
     """The job as it is now and whether it has ended for good; the follower learns its nodes."""
-    job = store.get_job(job_id)
+    job, over = store.job_settled(job_id)
     follower.refresh(job)
-    return job, client_jobs.ended_for_good(store, job)
+    return job, over
 
 
 async def _settle(store: Store, job: Job) -> None:

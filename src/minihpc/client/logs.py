@@ -11,7 +11,6 @@ import stat
 import time
 from pathlib import Path
 
-from minihpc.client.jobs import ended_for_good
 from minihpc.core.errors import NotFound
 from minihpc.core.models import Job
 from minihpc.state.store import Store
@@ -157,9 +156,8 @@ def follow(store: Store, job_id: int, node: str | None = None, poll: float = 0.3
     """Every line of the job's logs until it has ended for good: yields (node, line)."""
     follower = LogFollower(store, store.get_job(job_id), node)
     while True:
-        job = store.get_job(job_id)
+        job, over = store.job_settled(job_id)
         follower.refresh(job)
-        over = ended_for_good(store, job)
         if over:
             settle(store, job)
         while batch := follower.read(final=over):

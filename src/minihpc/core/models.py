@@ -100,7 +100,7 @@ class Job:
     may be :attr:`held` (``scontrol hold``: the scheduler skips it), a RUNNING job
     may be :attr:`failing` (one node's ranks failed; the master holds the verdict until it
     knows whether a node died), and a NODE_FAIL job is final only once the master has decided
-    not to requeue it (``Store.requeue_undecided``; see :meth:`ended_for_good`)."""
+    not to requeue it (``Store.job_settled``; see :meth:`ended_for_good`)."""
 
     id: int
     name: str

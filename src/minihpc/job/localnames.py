@@ -53,8 +53,10 @@ def _options(argv: list[str]) -> tuple[list[tuple[str, str | None, bool]], list[
     return options, argv[i:]
 
 
-def _host(value: str) -> str:
-    return value.rpartition(":")[0] if ":" in value else value
+def _endpoint(value: str) -> tuple[str, str]:
+    """HOST[:PORT] as (host, port), the port "" when none is given."""
+    host, colon, port = value.rpartition(":")
+    return (host, port) if colon else (value, "")
 
 
 def rewrite(argv: list[str], nodes: set[str], port: str | None = None) -> list[str]:
@@ -65,8 +67,8 @@ def rewrite(argv: list[str], nodes: set[str], port: str | None = None) -> list[s
     named_addr = any(n in ADDR_OPTIONS and v in nodes for n, v, _ in options)
     out: list[str] = []
     for name, value, joined in options:
-        if value is not None and name in ENDPOINT_OPTIONS and _host(value) in nodes:
-            given = value.rpartition(":")[2] if ":" in value else ""
+        host, given = _endpoint(value) if value is not None and name in ENDPOINT_OPTIONS else (None, "")
+        if host in nodes:
             value = f"{LOOPBACK}:{port or given}" if port or given else LOOPBACK
         elif value is not None and name in ADDR_OPTIONS and value in nodes:
             value = LOOPBACK

@@ -202,10 +202,6 @@ class JobRecords:
         """Jobs that became NODE_FAIL since the master last looked (requeue candidates)."""
         return self.get_jobs(sorted(int(i) for i in self.r.smembers(keys.JOBS_NODE_FAILED)))
 
-    def requeue_undecided(self, job_id: int) -> bool:
-        """True while a NODE_FAIL job waits for the master's requeue decision."""
-        return bool(self.r.sismember(keys.JOBS_NODE_FAILED, job_id))
-
     def settle_node_failure(self, job_id: int) -> None:
         """The master has decided about this NODE_FAIL job (it stays failed)."""
         self.r.srem(keys.JOBS_NODE_FAILED, job_id)

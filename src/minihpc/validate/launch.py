@@ -90,7 +90,7 @@ def run_cluster(settings, nodes: int, tasks_per_node: int, worker_args: list[str
     """Submit the worker as a job of ``nodes`` x ``tasks_per_node`` ranks; wait for its end
     (cancelling it if its ranks stop advancing). The records are in the job's checkpoint
     directory, which is returned with the outcome."""
-    from minihpc.client.jobs import cancel, ended_for_good
+    from minihpc.client.jobs import cancel
     from minihpc.client.session import open_store
     from minihpc.client.submit import Request, submit
 
@@ -102,7 +102,7 @@ def run_cluster(settings, nodes: int, tasks_per_node: int, worker_args: list[str
     deadline = time.time() + wait_timeout
     stalled = None
     while True:
-        if ended_for_good(store, store.get_job(job.id)):
+        if store.job_settled(job.id)[1]:
             break
         beats = read_heartbeats(record_dir) if record_dir.is_dir() else {}
         if stalled is None and (watch.stalled(beats, time.time()) or time.time() > deadline):
