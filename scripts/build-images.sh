@@ -6,6 +6,8 @@
 # bootstrapped locally (scripts/bootstrap-base.sh), the node image is built on it, Redis and
 # Prometheus are built from Debian's packages, and Grafana is left out (it is not in Debian).
 # MINIHPC_IMAGE_SOURCE=registry|offline forces either path. The choice is written to .env.
+#   build-images.sh --base   only what needs no venv (the base, Redis, Prometheus and the node
+#                            base image): make test starts it beside the venv's build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/dotenv.sh
@@ -30,6 +32,13 @@ quiet_build() {
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 pull() { have "$1" || docker pull --quiet "$1" >/dev/null 2>&1; }
+
+only_base=false
+case "${1:-}" in
+--base) only_base=true ;;
+"") ;;
+*) echo "build: unknown option '$1' (only --base)" >&2; exit 2 ;;
+esac
 
 source_mode=${MINIHPC_IMAGE_SOURCE:-auto}
 if [ "$source_mode" = auto ]; then
@@ -77,6 +86,10 @@ NODE_BASE=minihpc/node-base:local
 NODE_DEPS=minihpc/node-deps
 echo "==> image $NODE_BASE (users, venv, entrypoint) on $base"
 quiet_build --quiet --build-arg BASE_IMAGE="$base" -t "$NODE_BASE" - < scripts/images/node-base.Dockerfile >/dev/null
+if $only_base; then
+    echo "==> base images ready in $(( $(date +%s) - start ))s ($source_mode); the packages and minihpc's code follow with make build"
+    exit 0
+fi
 
 # The venv's packages go into the image as they are when its Python is the image's version on
 # the image's machine and it is up to date (make build makes it first); pip installs them otherwise.

@@ -17,7 +17,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "minihpc/host:bookworm"
@@ -142,6 +141,8 @@ class Hosts:
                 "nodes": {"hosts": {control: {}, **{n: {**hosts[n], **extra} for n, extra in nodes.items()}}},
             },
         }}
+        import yaml  # here, so that `python3 -m tests.ansible.hosts build` runs before the venv exists
+
         self.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
         return self.inventory
 
