@@ -1,6 +1,6 @@
 """Slurm's command names as aliases (sbatch, squeue, scancel, sinfo, sacct, scontrol): each runs
-its minihpc subcommand under its own name; pyproject and the node image
-(scripts/images/node-base.Dockerfile) install the same ones; and ``sinfo -R`` lists drained and
+its minihpc subcommand under its own name; pyproject, the node image
+(scripts/images/node-base.Dockerfile) and the Ansible role install the same ones; and ``sinfo -R`` lists drained and
 DOWN nodes with their reasons."""
 
 import os
@@ -96,6 +96,30 @@ def test_the_dockerfile_makes_the_same_aliases_and_they_run(tmp_path):
     for alias in ("sbatch", "sinfo"):
         out = subprocess.run([tmp_path / alias, "--help"], capture_output=True, text=True, env=env, timeout=60)
         assert out.returncode == 0 and out.stdout.startswith(f"usage: {alias} "), out.stderr
+
+
+def test_the_ansible_role_links_the_same_aliases_to_one_wrapper_that_runs_its_name(tmp_path):
+    """The role templates /usr/local/bin/minihpc and links Slurm's names to it: rendered here
+    (with this venv and checkout), each link runs the command it is called as."""
+    import jinja2
+    import yaml
+
+    role = ROOT / "ansible/roles/minihpc"
+    defaults = yaml.safe_load((role / "defaults/main.yml").read_text())
+    assert set(defaults["minihpc_slurm_commands"]) == set(slurm.ALIASES)
+    template = jinja2.Template((role / "templates/command.sh.j2").read_text(), undefined=jinja2.StrictUndefined)
+    script = template.render(ansible_managed="test", minihpc_slurm_commands=defaults["minihpc_slurm_commands"],
+                             minihpc_user="minihpc", minihpc_config_dir=tmp_path / "etc", minihpc_install_dir=ROOT,
+                             minihpc_venv=Path(sys.executable).parent.parent)
+    # As root it would first become the daemons' user (the Ansible suite runs it so, with sudo).
+    script = script.replace('if [ "$(id -u)" = 0 ]; then', "if false; then", 1)
+    (tmp_path / "minihpc").write_text(script)
+    (tmp_path / "minihpc").chmod(0o755)
+    for alias in slurm.ALIASES:
+        (tmp_path / alias).symlink_to("minihpc")
+    for name in ("minihpc", "sbatch", "sinfo", "scontrol"):
+        out = subprocess.run([tmp_path / name, "--help"], capture_output=True, text=True, env=ENV, timeout=60)
+        assert out.returncode == 0 and out.stdout.startswith(f"usage: {name} "), (name, out.stdout[:200], out.stderr)
 
 
 # -- sinfo -R -------------------------------------------------------------------------------
