@@ -72,6 +72,9 @@ def test_throughput_drop_needs_half_speed_and_real_time_lost():
     (d,) = detect.throughput_drop(steps([300.0, 10.0] + [10.0] * 3 + [510.0] * 10), clean)
     assert d["step"] == 5 and "below 50%" in d["why"]
     assert detect.throughput_drop(steps([25.0] * 15), clean) == []  # 2.5x slower, 15 ms: scheduler noise
+    # A step a busy machine slowed (150 ms late) just before the fault (500 ms a step) is not its start.
+    (d,) = detect.throughput_drop(steps([10.0] * 4 + [160.0] + [510.0] * 10), clean)
+    assert d["step"] == 5, d
     assert detect.throughput_drop(steps([10.0] * 15), clean) == []
 
 

@@ -152,10 +152,18 @@ def longest_streak(flags: list[bool]) -> int:
     return best
 
 
+def onset(excess: list[float]) -> int:
+    """Where a slowdown that lasts starts, in a run of slow steps (their time over the clean
+    run's): the first step at least half as late as the run's median. A step a busy machine
+    slowed just before the fault joins the run, but is not as late as the fault's steps."""
+    level = median(excess) / 2
+    return next(i for i, e in enumerate(excess) if e >= level)
+
+
 def throughput_drop(steps: list[dict], clean_steps: list[dict]) -> list[dict]:
     """Median throughput below THROUGHPUT_RATIO of the clean run's, with the median step time
     STRAGGLER_MARGIN_MS longer (scheduler noise is not a slowdown); the step first seen is
-    where the longest run of such steps starts."""
+    where the longest run of such steps starts (its :func:`onset`)."""
     if not steps or not clean_steps:
         return []
     clean_tp = median(s["throughput_samples_per_sec"] for s in clean_steps)
@@ -165,7 +173,9 @@ def throughput_drop(steps: list[dict], clean_steps: list[dict]) -> list[dict]:
         return []
     slow = [s["throughput_samples_per_sec"] < THROUGHPUT_RATIO * clean_tp and s["step_time_ms"] > clean_st + STRAGGLER_MARGIN_MS
             for s in steps]
-    first = steps[longest_streak(slow)]["step"]
+    start = longest_streak(slow)
+    end = next((i for i in range(start, len(steps)) if not slow[i]), len(steps))
+    first = steps[start + onset([s["step_time_ms"] - clean_st for s in steps[start:end]])]["step"]
     return [detection("throughput", None, first, f"median throughput {run_tp:.0f} samples/s is "
                       f"{100 * run_tp / clean_tp:.0f}% of the clean run's {clean_tp:.0f} (below {100 * THROUGHPUT_RATIO:.0f}%)")]
 
