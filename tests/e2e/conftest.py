@@ -48,6 +48,7 @@ class ComposeCluster:
         )
         self.env.pop("MINIHPC_REDIS_URL", None)
         self.compose = compose_command()
+        self.prepared: str | None = None
 
     def make(self, target, *assignments, check=True, timeout=600, stdin=subprocess.DEVNULL):
         proc = subprocess.run(
@@ -76,6 +77,13 @@ class ComposeCluster:
     def in_master(self, *args, check=True, timeout=300):
         """A command in the master-node container (as its agent's user, root)."""
         return self.docker_compose("exec", "-T", "master-node", *map(str, args), check=check, timeout=timeout)
+
+    def prepare_data(self) -> str:
+        """`make prepare-data`'s output, run once: the data stays on its volume, which `make
+        down` keeps (each run is a Python start in a container, seconds on 2 cores)."""
+        if self.prepared is None:
+            self.prepared = self.make("prepare-data").stdout
+        return self.prepared
 
     def submit(self, job, nodes=1, args="") -> int:
         out = self.make("submit", f"JOB={job}", f"NODES={nodes}", *([f"ARGS={args}"] if args else [])).stdout

@@ -90,7 +90,7 @@ def test_a_module_dropped_in_the_jobs_volume_runs_in_no_daemon(idle):
 
 def test_mnist_trains_across_three_containers_and_its_checkpoints_survive_down_up(idle):
     # Last in this file: it restarts the whole cluster.
-    assert "MNIST" in idle.make("prepare-data").stdout
+    assert "MNIST" in idle.prepare_data()
     job_id = idle.submit("jobs/train_mnist_distributed.py", nodes=3, args="--epochs 4 --checkpoint-every 10")
     job = idle.wait(job_id, timeout=600)
     assert job["state"] == "COMPLETED", idle.make("logs", f"ID={job_id}").stdout

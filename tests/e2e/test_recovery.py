@@ -21,7 +21,7 @@ def container(cluster, service) -> str:
 
 
 def start_training_and_wait_for_a_checkpoint(cluster, epochs=12) -> int:
-    cluster.make("prepare-data")
+    cluster.prepare_data()
     job_id = cluster.submit("jobs/train_mnist_distributed.py", nodes=3, args=f"--epochs {epochs} --checkpoint-every 5")
     wait_until(lambda: cluster.in_master("test", "-f", f"/shared/models/job-{job_id}/LATEST", check=False).returncode == 0,
                timeout=180, interval=0.5, message="a first checkpoint")
