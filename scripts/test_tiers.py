@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             waited = time.monotonic()
             build.wait()
             setup["images"] = build.seconds or 0.0
-            setup["images, waited for"] = time.monotonic() - waited
+            setup["images wait"] = time.monotonic() - waited
         done.append(run_tier(tier, args.workers, results))
     report = table(done, time.monotonic() - start, setup)
     args.report.parent.mkdir(parents=True, exist_ok=True)
