@@ -54,15 +54,20 @@ def test_a_partition_restricts_the_nodes_and_names_itself(placed):
     assert "main*,solo" in table and "(null)" in table
 
 
+BEGIN = 10
+"""Seconds --begin defers the job: long enough to see it wait while each `minihpc show` costs a
+second or two of a busy machine (with 3 s, three integration workers missed the wait)."""
+
+
 def test_begin_defers_the_start(placed):
-    """sbatch --begin=now+3: the job waits (Reason BeginTime) and starts no earlier."""
+    """sbatch --begin=now+N: the job waits (Reason BeginTime) and starts no earlier."""
     c = placed
     submitted = time.time()
-    job = c.submit("--begin", "now+3", "--wrap", "true")
+    job = c.submit("--begin", f"now+{BEGIN}", "--wrap", "true")
     assert c.show(job)["reason"] in ("None", "BeginTime")
-    wait_until(lambda: c.show(job)["reason"] == "BeginTime", timeout=5, message="Reason BeginTime")
+    wait_until(lambda: c.show(job)["reason"] == "BeginTime", timeout=BEGIN, message="Reason BeginTime")
     done = c.wait(job)
-    assert done["state"] == "COMPLETED" and done["started_at"] >= submitted + 3 - 0.01
+    assert done["state"] == "COMPLETED" and done["started_at"] >= submitted + BEGIN - 0.01
 
 
 @pytest.mark.parametrize("argv, line", [
