@@ -75,6 +75,7 @@ def test_throughput_drop_needs_half_speed_and_real_time_lost():
     # A step a busy machine slowed (150 ms late) just before the fault (500 ms a step) is not its start.
     (d,) = detect.throughput_drop(steps([10.0] * 4 + [160.0] + [510.0] * 10), clean)
     assert d["step"] == 5, d
+    assert detect.onset([]) == 0 and detect.onset([150.0, 500.0, 500.0]) == 1
     assert detect.throughput_drop(steps([10.0] * 15), clean) == []
 
 

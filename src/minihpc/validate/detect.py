@@ -138,9 +138,9 @@ def grad_norm_deviation(per_rank: dict, clean_per_rank: dict, rtol: float = GRAD
     return []
 
 
-def longest_streak(flags: list[bool]) -> int:
-    """Index where the longest run of True starts (the latest among equals): a slowdown that
-    lasts, not a slow first step while the ranks warm up."""
+def longest_streak(flags: list[bool]) -> tuple[int, int]:
+    """Where the longest run of True starts and ends, as slice bounds (the latest among equals):
+    a slowdown that lasts, not a slow first step while the ranks warm up."""
     best, best_len, start = 0, 0, None
     for i, flag in enumerate([*flags, False]):
         if flag and start is None:
@@ -149,13 +149,16 @@ def longest_streak(flags: list[bool]) -> int:
             if i - start >= best_len:
                 best, best_len = start, i - start
             start = None
-    return best
+    return best, best + best_len
 
 
 def onset(excess: list[float]) -> int:
     """Where a slowdown that lasts starts, in a run of slow steps (their time over the clean
     run's): the first step at least half as late as the run's median. A step a busy machine
-    slowed just before the fault joins the run, but is not as late as the fault's steps."""
+    slowed just before the fault joins the run, but is not as late as the fault's steps. 0 for
+    no run (no single step both slow and late enough)."""
+    if not excess:
+        return 0
     level = median(excess) / 2
     return next(i for i, e in enumerate(excess) if e >= level)
 
@@ -173,8 +176,7 @@ def throughput_drop(steps: list[dict], clean_steps: list[dict]) -> list[dict]:
         return []
     slow = [s["throughput_samples_per_sec"] < THROUGHPUT_RATIO * clean_tp and s["step_time_ms"] > clean_st + STRAGGLER_MARGIN_MS
             for s in steps]
-    start = longest_streak(slow)
-    end = next((i for i in range(start, len(steps)) if not slow[i]), len(steps))
+    start, end = longest_streak(slow)
     first = steps[start + onset([s["step_time_ms"] - clean_st for s in steps[start:end]])]["step"]
     return [detection("throughput", None, first, f"median throughput {run_tp:.0f} samples/s is "
                       f"{100 * run_tp / clean_tp:.0f}% of the clean run's {clean_tp:.0f} (below {100 * THROUGHPUT_RATIO:.0f}%)")]
