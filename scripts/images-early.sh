@@ -14,5 +14,6 @@ command -v flock >/dev/null || exit 0  # test_tiers.py builds everything then
 mkdir -p build/test-logs
 log=build/test-logs/images-early.log
 echo "==> building the images that need no venv in the background ($log)"
+# The lock is scripts/test_tiers.py's ImageBuild.LOCK.
 nohup flock build/images.lock bash -c 'bash scripts/build-images.sh --base && python3 -m tests.ansible.hosts build' \
     > "$log" 2>&1 < /dev/null &
