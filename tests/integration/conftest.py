@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import redis
 
 from tests.conftest import free_port, wait_until
+from tests.integration import warm_cli
 
 JOBS = Path(__file__).parent / "jobs"
 
@@ -34,14 +34,7 @@ class Cluster:
         self.env.pop("MINIHPC_REDIS_URL", None)
 
     def cli(self, *args, check=True, timeout=120, env=None, input=None):
-        proc = subprocess.run(
-            [sys.executable, "-m", "minihpc.cli", *map(str, args)],
-            env=env or self.env,
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        proc = warm_cli.run(args, env=env or self.env, input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"minihpc {' '.join(map(str, args))} exited {proc.returncode}\n"
