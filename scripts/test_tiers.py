@@ -5,8 +5,10 @@
 
 Tiers, in this order: unit (pure logic), integration (real local clusters, in N parallel
 workers, each with its own cluster on its own ports and state directory), ansible (systemd
-hosts over SSH) and e2e (the Compose cluster). The two Docker tiers run one at a time, after
-the local ones. Their images (the Compose cluster's and the Ansible hosts') are built in the
+hosts over SSH) and e2e (the Compose cluster). The two Docker tiers run after the local ones,
+side by side (TEST_DOCKER_TIERS=serial: one after the other): the Ansible one niced, its hosts at
+a quarter of the default CPU weight, its output in build/test-logs/ansible.log, printed when it
+ends. Their images (the Compose cluster's and the Ansible hosts') are built in the
 background while the unit tier runs (make test starts the part that needs no venv before the
 venv, scripts/images-early.sh), and the integration tier starts once they are ready: beside it,
 the build slowed it from 7 to 10-17 minutes and itself took 10-18, where alone it takes under 4.
@@ -33,6 +35,12 @@ from tier_report import TierResult, read_junit, table  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "integration", "ansible", "e2e")
 DOCKER_TIERS = ("ansible", "e2e")
+BESIDE = "ansible"
+"""The Docker tier that runs beside the next one (e2e), unless TEST_DOCKER_TIERS=serial: its
+hosts mostly wait on SSH, apt and systemd, and the two tiers share nothing (their own containers,
+networks, volumes and ports); one after the other they took 10:29 + 10:06, side by side 16:54."""
+BESIDE_CPU_SHARES = 256
+"""The CPU weight of its hosts' containers (Docker's default is 1024)."""
 DEFAULT_WORKERS = 3
 """Integration workers: most of those tests wait on jobs and drills, and three fill 2 cores and
 take the tier from 17 to 7-8 minutes (TEST_WORKERS=1 runs it in one)."""
@@ -102,18 +110,42 @@ class ImageBuild:
             print(f"==> the image build exited {status}; its last lines:", *tail, sep="\n    ", flush=True)
 
 
+class Tier:
+    """One tier's pytest, started. With ``log``, its output goes to that file (printed when it
+    ends) rather than to this terminal, and it runs at a lower CPU priority (``nice``)."""
+
+    def __init__(self, tier: str, workers: int, results: Path, log: Path | None = None, nice: int = 0,
+                 env: dict[str, str] | None = None):
+        self.name = tier
+        self.log = log
+        self.junit = results / f"{tier}.xml"
+        self.junit.unlink(missing_ok=True)
+        beside = f" (beside the next tier; its output: {os.path.relpath(log, ROOT)})" if log else ""
+        print(f"\n==> tier {tier}" + (f" ({workers} workers)" if tier == "integration" and workers > 1 else "") + beside,
+              flush=True)
+        self.start = time.monotonic()
+        out = open(log, "w") if log else None
+        argv = (["nice", "-n", str(nice)] if nice and shutil.which("nice") else []) + pytest_argv(tier, workers, self.junit)
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                     env=dict(os.environ, **(env or {})))
+        if out:
+            out.close()
+
+    def finish(self) -> TierResult:
+        status = self.proc.wait()
+        result = TierResult(self.name, time.monotonic() - self.start, status)
+        if self.log:
+            print(f"\n==> tier {self.name}, run beside the one before it:", flush=True)
+            print(self.log.read_text(errors="replace"), end="", flush=True)
+        if self.junit.exists():
+            result.counts, result.tests = read_junit(self.junit.read_text())
+        else:
+            result.note = f"pytest exited {status} and wrote no results"
+        return result
+
+
 def run_tier(tier: str, workers: int, results: Path) -> TierResult:
-    junit = results / f"{tier}.xml"
-    junit.unlink(missing_ok=True)
-    print(f"\n==> tier {tier}" + (f" ({workers} workers)" if tier == "integration" and workers > 1 else ""), flush=True)
-    start = time.monotonic()
-    status = subprocess.run(pytest_argv(tier, workers, junit), cwd=ROOT).returncode
-    result = TierResult(tier, time.monotonic() - start, status)
-    if junit.exists():
-        result.counts, result.tests = read_junit(junit.read_text())
-    else:
-        result.note = f"pytest exited {status} and wrote no results"
-    return result
+    return Tier(tier, workers, results).finish()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     setup: dict[str, float] = {}
     build = ImageBuild(logs / "images.log") if any(t in DOCKER_TIERS for t in plan) and docker_answers() else None
     done = []
+    side_by_side = os.environ.get("TEST_DOCKER_TIERS", "side-by-side") != "serial"
+    beside: Tier | None = None
     for tier in plan:
         if tier != "unit" and build is not None and not build.reported:
             # Not beside the tiers whose clusters and drills keep time (see the docstring).
@@ -145,7 +179,15 @@ def main(argv: list[str] | None = None) -> int:
             build.wait()
             setup["images"] = build.seconds or 0.0
             setup["images wait"] = time.monotonic() - waited
+        if tier == BESIDE and side_by_side and plan[-1] != tier:
+            # Its hosts yield the CPU to the next tier's containers (--cpu-shares), and its
+            # pytest, Ansible and SSH run niced: the e2e cluster's drills keep time.
+            beside = Tier(tier, args.workers, results, log=logs / f"{tier}.log", nice=10,
+                          env={"MINIHPC_TEST_HOST_CPU_SHARES": str(BESIDE_CPU_SHARES)})
+            continue
         done.append(run_tier(tier, args.workers, results))
+    if beside is not None:
+        done.insert(len(done) - 1, beside.finish())
     report = table(done, time.monotonic() - start, setup)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(report + "\n")

@@ -82,10 +82,17 @@ class Hosts:
                  "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
                  "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
                  "-v", INSTALL_DISK,
-                 "--memory", "6g", IMAGE])
+                 "--memory", "6g", *self._cpu_shares(), IMAGE])
             self.names.append(name)
         for name in names:
             self._booted(name)
+
+    @staticmethod
+    def _cpu_shares() -> list[str]:
+        """The hosts' CPU weight: lower than the default when the suite runs them beside the e2e
+        cluster (scripts/test_tiers.py sets MINIHPC_TEST_HOST_CPU_SHARES)."""
+        shares = os.environ.get("MINIHPC_TEST_HOST_CPU_SHARES")
+        return ["--cpu-shares", shares] if shares else []
 
     def _booted(self, name: str) -> str:
         """Host ``name``'s address, once systemd runs and sshd answers there (its key is then known)."""
