@@ -7,7 +7,7 @@ Tiers, in this order: unit (pure logic), integration (real local clusters, in N 
 workers, each with its own cluster on its own ports and state directory), ansible (systemd
 hosts over SSH) and e2e (the Compose cluster). The two Docker tiers run after the local ones,
 side by side (TEST_DOCKER_TIERS=serial: one after the other): the Ansible one niced, its hosts at
-a quarter of the default CPU weight, its output in build/test-logs/ansible.log, printed when it
+half the default CPU weight, its output in build/test-logs/ansible.log, printed when it
 ends. Their images (the Compose cluster's and the Ansible hosts') are built in the
 background while the unit tier runs (make test starts the part that needs no venv before the
 venv, scripts/images-early.sh), and the integration tier starts once they are ready: beside it,
@@ -38,9 +38,11 @@ DOCKER_TIERS = ("ansible", "e2e")
 BESIDE = "ansible"
 """The Docker tier that runs beside the next one (e2e), unless TEST_DOCKER_TIERS=serial: its
 hosts mostly wait on SSH, apt and systemd, and the two tiers share nothing (their own containers,
-networks, volumes and ports); one after the other they took 10:29 + 10:06, side by side 16:54."""
-BESIDE_CPU_SHARES = 256
-"""The CPU weight of its hosts' containers (Docker's default is 1024)."""
+networks, volumes and ports). One after the other they took 10:29 + 10:06 (20:35); side by side,
+its hosts at Docker's default CPU weight, 16:54 (e2e 14:26); at a quarter of it, 18:11 (e2e 11:46)."""
+BESIDE_CPU_SHARES = 512
+"""The CPU weight of its hosts' containers (Docker's default is 1024): the e2e cluster keeps the
+larger share, the hosts still move on between its drills."""
 DEFAULT_WORKERS = 3
 """Integration workers: most of those tests wait on jobs and drills, and three fill 2 cores and
 take the tier from 17 to 7-8 minutes (TEST_WORKERS=1 runs it in one)."""
