@@ -8,8 +8,8 @@ workers, each with its own cluster on its own ports and state directory), ansibl
 hosts over SSH) and e2e (the Compose cluster). The two Docker tiers run after the local ones,
 one after the other; TEST_DOCKER_TIERS=side-by-side runs them together (the Ansible one niced,
 its hosts at half the default CPU weight, its output in build/test-logs/ansible.log, printed
-when it ends), which is not the default: see BESIDE. Their images (the Compose cluster's and the Ansible hosts') are built in the
-background while the unit tier runs (make test starts the part that needs no venv before the
+when it ends), which is not the default: see BESIDE. Their images (the Compose cluster's and
+the Ansible hosts') are built in the background while the unit tier runs (make test starts the part that needs no venv before the
 venv, scripts/images-early.sh), and the integration tier starts once they are ready: beside it,
 the build slowed it from 7 to 10-17 minutes and itself took 10-18, where alone it takes under 4.
 Every tier runs even when an earlier one failed, and the exit status is 1 when any failed.
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "integration", "ansible", "e2e")
 DOCKER_TIERS = ("ansible", "e2e")
 BESIDE = "ansible"
-"""The Docker tier that runs beside the next one (e2e), unless TEST_DOCKER_TIERS=serial: its
+"""The Docker tier that runs beside the next one (e2e) when TEST_DOCKER_TIERS=side-by-side: its
 hosts mostly wait on SSH, apt and systemd, and the two tiers share nothing (their own containers,
 networks, volumes and ports). One after the other they took 10:29 + 10:06 (20:35); side by side,
 its hosts at Docker's default CPU weight, 16:54 (e2e 14:26); at a quarter of it, 18:11 (e2e 11:46);
