@@ -125,7 +125,8 @@ def _read(file, encoding: str) -> str:
 # --- the server -------------------------------------------------------------------------------
 
 
-def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
+def _receive(conn: socket.socket) -> tuple[dict | None, list[int]] | None:
+    """A request and its three fds; (None, []) for the start-up ping; None for a torn one."""
     data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
     if len(data) < HEADER.size:
         return None
