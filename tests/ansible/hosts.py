@@ -26,6 +26,9 @@ INSTALL_DISK = "/opt/minihpc"
 """A host's own disk for the install folder (an anonymous volume, gone with the host): a real
 host writes its multi-GB venv to a disk, not through the container's fuse-overlayfs, which
 took most of a first run."""
+NODE_TIMEOUT = 10.0
+"""Seconds of heartbeat silence before the master takes a test host for DOWN (the role's default
+is 2.5): see write_inventory."""
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -142,6 +145,12 @@ class Hosts:
                 # Redis and Prometheus units ask for one); real hosts keep the default.
                 "minihpc_systemd_private_users": False,
                 "minihpc_node_speed_probe": False,
+                # Hosts that share two cores with the e2e suite's cluster (scripts/test_tiers.py
+                # runs the two side by side) can miss 2.5 s of heartbeats while uv compiles on the
+                # others, and the master then restarts a healthy agent over SSH (one was found
+                # 'deactivating' after the first run). No test here waits for a lapse: a killed
+                # or stopped agent is reported at once (its unit's ExecStopPost, its goodbye).
+                "minihpc_node_timeout": NODE_TIMEOUT,
             },
             "children": {
                 "control": {"hosts": {control: hosts[control]}},
