@@ -3,6 +3,7 @@ real launcher forking torchrun, whose status, signals and end reach the agent as
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from minihpc.core.launch_spec import LaunchSpec, direct_rank_env
 from minihpc.core.warm import child_path, cold_reason, runs_direct, shadowed
 from minihpc.machine import proctitle
 from minihpc.machine.ports import free_port
-from minihpc.node.warm import LOST, Unavailable, WarmLauncher, server_env
+from minihpc.node.warm import LOST, Unavailable, WarmLauncher, WarmProcess, server_env
 from tests.conftest import wait_until
 
 SAME = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"}
@@ -145,6 +146,16 @@ def test_a_launcher_that_dies_loses_only_the_status_and_is_replaced(launcher):
     proc, out = launch(launcher, 0, 5)  # a new launcher took over
     assert w.proc.pid != old and proc.wait(timeout=60) == 5
     os.close(out)
+
+
+def test_a_launcher_killed_before_it_read_the_request_sends_the_job_cold():
+    """Killed with the job's request unread (an integration run found it), the launcher leaves a
+    reset, not an end of file: the job starts cold, not as a failed launch."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.send(b'{"argv": []}')  # the request, never read
+    theirs.close()  # the launcher's end, closed by its death
+    with pytest.raises(Unavailable, match="ended before the job started"):
+        WarmProcess.started(ours, ["torchrun"])
 
 
 def test_a_launcher_that_cannot_start_sends_jobs_cold(tmp_path):

@@ -172,9 +172,13 @@ class WarmProcess:
         return proc
 
     def _next(self, timeout: float | None) -> dict | None:
-        """The next answer; None once the launcher has closed the socket (or died)."""
+        """The next answer; None once the launcher has closed the socket or died. Killed with
+        the request still unread, it leaves a reset (ECONNRESET) rather than an end of file."""
         self.answers.settimeout(timeout)
-        data = self.answers.recv(4096)
+        try:
+            data = self.answers.recv(4096)
+        except ConnectionResetError:
+            return None
         return json.loads(data) if data else None
 
     def poll(self) -> int | None:
