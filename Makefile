@@ -172,7 +172,7 @@ venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@VENV=$(VENV) bash scripts/venv.sh
 
-test: ## All tests, tier by tier: unit, integration (real local clusters, three side by side; TEST_WORKERS=1 for one), Ansible (systemd hosts over SSH) and e2e (real containers), the last two when Docker runs; installs what they need; ends with each tier's time and the slowest tests (build/test-report.txt).
+test: ## All tests, tier by tier: unit, integration (real local clusters, three side by side; TEST_WORKERS=1 for one), Ansible (systemd hosts over SSH) beside e2e (real containers), those two when Docker runs (TEST_DOCKER_TIERS=serial: one after the other); installs what they need; ends with each tier's time and the slowest tests (build/test-report.txt).
 	@bash scripts/host-deps.sh test
 	@bash scripts/images-early.sh
 	@$(MAKE) --no-print-directory venv
