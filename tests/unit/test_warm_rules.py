@@ -15,7 +15,7 @@ from minihpc.core.launch_spec import LaunchSpec, direct_rank_env
 from minihpc.core.warm import child_path, cold_reason, runs_direct, shadowed
 from minihpc.machine import proctitle
 from minihpc.machine.ports import free_port
-from minihpc.node.warm import LOST, Unavailable, WarmLauncher, WarmProcess, server_env
+from minihpc.node.warm import LOST, Died, Unavailable, WarmLauncher, WarmProcess, server_env
 from tests.conftest import wait_until
 
 SAME = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"}
@@ -148,13 +148,38 @@ def test_a_launcher_that_dies_loses_only_the_status_and_is_replaced(launcher):
     os.close(out)
 
 
-def test_a_launcher_killed_before_it_read_the_request_sends_the_job_cold():
+@pytest.mark.parametrize("asked", [True, False], ids=["ready", "not yet asked whether ready"])
+def test_a_launcher_that_dies_under_the_request_is_replaced_and_the_rank_runs_warm(launcher, monkeypatch, asked):
+    """Killed just after the look that found it running, the launcher takes no request: another
+    one forks the rank, as every other node's launcher does (a cold start would be torchrun,
+    whose rendezvous their warm ranks never meet)."""
+    w, _ = launcher
+    if asked:
+        proc, out = launch(launcher, 0, 0)
+        assert proc.wait(timeout=60) == 0
+        os.close(out)
+    else:
+        w.close()
+        w.start()  # importing: nobody has read its "ready" yet
+    old = w.proc
+    os.kill(old.pid, signal.SIGKILL)
+    wait_until(lambda: psutil.Process(old.pid).status() == psutil.STATUS_ZOMBIE, timeout=10, message="the launcher dead")
+    looks = [lambda: None]  # the first look misses the death, as one just before it does
+    real = w._restart_if_gone
+    monkeypatch.setattr(w, "_restart_if_gone", lambda: (looks.pop() if looks else real)())
+    proc, out = launch(launcher, 0, 6, direct=True)
+    assert w.proc is not old and w.proc.poll() is None
+    assert proc.wait(timeout=60) == 6 and os.read(out, 100).startswith(b"up 5")
+    os.close(out)
+
+
+def test_a_launcher_killed_before_it_read_the_request_is_dead_not_a_failed_launch():
     """Killed with the job's request unread (an integration run found it), the launcher leaves a
-    reset, not an end of file: the job starts cold, not as a failed launch."""
+    reset, not an end of file: it is found dead (and replaced), not a launch that failed."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.send(b'{"argv": []}')  # the request, never read
     theirs.close()  # the launcher's end, closed by its death
-    with pytest.raises(Unavailable, match="ended before the job started"):
+    with pytest.raises(Died, match="ended before the job started"):
         WarmProcess.started(ours, ["torchrun"])
 
 

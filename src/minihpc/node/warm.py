@@ -37,6 +37,16 @@ class Unavailable(Exception):
     """The warm launcher cannot start this job: it starts cold, and its log says why."""
 
 
+class Died(Unavailable):
+    """The launcher died between the look that found it running and the job's request (killed,
+    say): :meth:`WarmLauncher.launch` starts another and asks it once more. ``proc``: the
+    launcher that died, when known."""
+
+    def __init__(self, why: str, proc: subprocess.Popen | None = None):
+        super().__init__(why)
+        self.proc = proc
+
+
 def server_env(agent_env: dict[str, str]) -> dict[str, str]:
     """The launcher's environment: the agent's less its credentials (job code is forked from
     it), never importing from its working directory."""
@@ -53,6 +63,7 @@ class WarmLauncher:
         self.proc: subprocess.Popen | None = None
         self.control: socket.socket | None = None
         self.ready: bool | None = None
+        self.ended = False
         self.why = "not started"
 
     def start(self) -> None:
@@ -79,7 +90,9 @@ class WarmLauncher:
         assert self.control is not None
         self.control.settimeout(READY_WAIT)
         try:
-            answer = json.loads(self.control.recv(4096) or b"{}")
+            data = self.control.recv(4096)
+            self.ended = not data  # it ended without a word (killed, say), not for a reason it gave
+            answer = json.loads(data or b"{}")
         except (OSError, ValueError) as exc:
             answer = {"ready": False, "why": f"no answer in {READY_WAIT:.0f} s ({exc}); a new one starts next time"}
             self.close()  # its late "ready" would never be read: the next launch starts another
@@ -100,14 +113,42 @@ class WarmLauncher:
                out: int, rank: list[str] | None = None) -> WarmProcess:
         """Fork torchrun ARGV for a job from the warm launcher -- or, given ``rank`` (the
         script and its arguments), that one rank itself, ENV holding what torchrun would add
-        (minihpc.core.warm.runs_direct); raises Unavailable when it cannot."""
+        (minihpc.core.warm.runs_direct); raises Unavailable when it cannot.
+
+        A launcher that dies under the request is replaced and asked again, once: started cold
+        instead, a share of one rank would be torchrun, whose rendezvous the other nodes' warm
+        ranks (minihpc.node.gang) never meet, and the job would hang until the gang timed out."""
+        try:
+            return self._launch(argv, env, cwd, user, out, rank)
+        except Died as exc:
+            log.warning("warm launcher: %s; starting another for the job", exc)
+            with self.lock:
+                if self.proc is exc.proc:  # not replaced by another launch meanwhile
+                    self._replace()
+            return self._launch(argv, env, cwd, user, out, rank)
+
+    def _replace(self) -> None:
+        """Start another launcher once this one has ended (it closes the job's socket as it
+        dies, a moment before its end). One still running after all is kept, never killed: the
+        jobs it forked report their status through it."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                return
+        self.close()
+        self.start()
+
+    def _launch(self, argv: list[str], env: dict[str, str], cwd: str, user: tuple[int, int] | None,
+                out: int, rank: list[str] | None) -> WarmProcess:
         with self.lock:
             self._restart_if_gone()
             if self.control is None:
                 raise Unavailable(f"the warm launcher is not running ({self.why})")
             self._await_ready()
             if not self.ready:
-                raise Unavailable(f"the warm launcher is not ready ({self.why})")
+                why = f"the warm launcher is not ready ({self.why})"
+                raise Died(why, self.proc) if self.ended else Unavailable(why)
             request = {"argv": argv, "env": env, "cwd": cwd, "uid": user[0] if user else None,
                        "gid": user[1] if user else None, "rank": rank}
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -116,10 +157,14 @@ class WarmLauncher:
                 ours.send(json.dumps(request).encode())  # read by the forked child alone
             except OSError as exc:
                 ours.close()
-                raise Unavailable(f"the warm launcher did not take the job ({exc})") from exc
+                raise Died(f"the warm launcher did not take the job ({exc})", self.proc) from exc
             finally:
                 theirs.close()
-        return WarmProcess.started(ours, argv)
+            proc = self.proc
+        try:
+            return WarmProcess.started(ours, argv)
+        except Died as exc:
+            raise Died(str(exc), proc) from None
 
     def close(self) -> None:
         if self.control is not None:
@@ -152,7 +197,7 @@ class WarmProcess:
             message = proc._next(None)
             if message is None:
                 proc._close()
-                raise Unavailable("the warm launcher ended before the job started")
+                raise Died("the warm launcher ended before the job started")
             if "pid" in message and not proc.pid:
                 proc.pid = int(message["pid"])
                 proc._pidfd = _pidfd(proc.pid)
