@@ -121,23 +121,13 @@ class WarmLauncher:
         try:
             return self._launch(argv, env, cwd, user, out, rank)
         except Died as exc:
-            log.warning("warm launcher: %s; starting another for the job", exc)
-            with self.lock:
-                if self.proc is exc.proc:  # not replaced by another launch meanwhile
-                    self._replace()
-            return self._launch(argv, env, cwd, user, out, rank)
-
-    def _replace(self) -> None:
-        """Start another launcher once this one has ended (it closes the job's socket as it
-        dies, a moment before its end). One still running after all is kept, never killed: the
-        jobs it forked report their status through it."""
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                return
-        self.close()
-        self.start()
+            log.warning("warm launcher: %s; asking another", exc)
+            if exc.proc is not None:
+                try:
+                    exc.proc.wait(timeout=2)  # it closes the job's socket a moment before its end
+                except subprocess.TimeoutExpired:
+                    pass  # still running after all: kept, never killed (its jobs report through it)
+            return self._launch(argv, env, cwd, user, out, rank)  # whose look now finds it ended
 
     def _launch(self, argv: list[str], env: dict[str, str], cwd: str, user: tuple[int, int] | None,
                 out: int, rank: list[str] | None) -> WarmProcess:
