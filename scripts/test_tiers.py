@@ -8,11 +8,11 @@ workers, each with its own cluster on its own ports and state directory), ansibl
 over SSH) and e2e (the Compose cluster). The two Docker tiers run after the local ones, side by
 side (the Ansible one niced, its hosts at half the default CPU weight, its output in
 build/test-logs/ansible.log, printed when it ends; see BESIDE); TEST_DOCKER_TIERS=serial runs
-them one after the other. Their images (the Compose cluster's and the Ansible
-hosts') are built in the background while the unit tier runs (make test starts the part that
-needs no venv before the venv, scripts/images-early.sh), and the integration tier starts once
-they are ready: beside it, the build slowed it from 7 to 10-17 minutes and itself took 10-18,
-where alone it takes under 4.
+them one after the other. Their images (the Compose cluster's and the Ansible hosts') are
+built in the background while the unit tier runs (make test starts the part that needs no venv
+before the venv, scripts/images-early.sh), and the integration tier starts once they are ready:
+beside it, the build slowed it from 7 to 10-17 minutes and itself took 10-18, where alone it
+takes under 4.
 Every tier runs even when an earlier one failed, and the exit status is 1 when any failed.
 
 The report (tier wall times, counts, the 15 slowest tests) is printed at the end and written to
