@@ -69,10 +69,10 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
         runner.stop()
         if server is not None:
             server.close()
-            try:
-                store.forget_steps(spec.job_id, spec.attempt, spec.nodes, server.steps)
-            except REDIS_ERRORS:
-                pass
+        try:  # its own inbox only: another node may not have read the END just sent to it
+            store.forget_steps(spec.job_id, spec.attempt, [spec.node], server.steps if server else 0)
+        except REDIS_ERRORS:
+            pass
         left = reap()
         relay.join(settings.kill_wait + 5.0)
         private.remove()
