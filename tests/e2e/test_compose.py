@@ -152,6 +152,20 @@ def test_a_bash_sbatch_script_with_srun_runs_across_the_containers(idle):
     assert tasks == [(str(t), str(t % 2), str(t // 2), sorted(NODES)[t // 2]) for t in range(6)], logs
 
 
+def test_a_heredoc_on_srun_runs_on_every_container_and_sruns_output_comes_back(idle):
+    """The issue's silent false success: ``srun python3 - <<'PY'`` ran an empty program on every
+    task (stdin was /dev/null) and the job said COMPLETED. man srun: stdin goes to all tasks;
+    every task's output comes back through srun, so ``out=$(srun -N3 hostname | sort)`` holds
+    the three containers' names."""
+    job_id = idle.submit("tests/e2e/jobs/srun_heredoc.sh", nodes=3)
+    job = idle.wait(job_id, timeout=180)
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    assert job["state"] == "COMPLETED", logs
+    tasks = sorted(re.findall(r"heredoc task (\d) of 3 on ([\w-]+): all-reduce sum (\d+)", logs))
+    assert tasks == [(str(r), sorted(NODES)[r], "6") for r in range(3)], logs
+    assert f"hostnames: {' '.join(sorted(NODES))}" in logs, logs
+
+
 def test_a_published_ddp_sbatch_script_runs_unchanged(idle):
     """``srun torchrun --nnodes $SLURM_NNODES --rdzv-backend c10d --rdzv-endpoint $head:29500``
     with ``head`` from ``scontrol show hostnames | head -n 1``: node names resolve between the

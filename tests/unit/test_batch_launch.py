@@ -123,11 +123,10 @@ def test_local_mode_torchrun_takes_the_jobs_own_port_for_a_node():
 
 
 def test_srun_options_no_prefix_matching_and_ignored_ones_warn():
-    """man srun: -N, -n, --ntasks-per-node place tasks; --mpi, -l... have no meaning here."""
+    """man srun: -N, -n, --ntasks-per-node place tasks; -l labels; --mpi... has no meaning here."""
     args = srun.parser().parse_args(["-N", "2", "--mpi=pmix", "-l", "python", "t.py", "-n", "5"])
-    assert (args.nodes, args.ntasks, args.command) == (2, None, ["python", "t.py", "-n", "5"])
-    assert srun.warnings(args) == ["srun: warning: --mpi has no effect in minihpc; ignored",
-                                   "srun: warning: -l has no effect in minihpc; ignored"]
+    assert (args.nodes, args.ntasks, args.label, args.command) == (2, None, True, ["python", "t.py", "-n", "5"])
+    assert srun.warnings(args) == ["srun: warning: --mpi has no effect in minihpc; ignored"]
     with pytest.raises(SystemExit):
         srun.parser().parse_args(["--ntasks-per", "2", "x"])
 

@@ -56,11 +56,10 @@ def spec(**kw) -> LaunchSpec:
 def test_each_process_expands_with_its_own_numbers():
     """man sbatch: relative names are the job's working directory's (-D) -- here the job's
     output directory on the logs volume (node.job_output says why); the batch script is
-    task 0 on the first node; an srun task is its own %t on its node's %N; a torchrun node's
-    output is named for its first rank."""
+    task 0 on the first node (srun's tasks write through srun, to the batch script's files); a
+    torchrun node's output is named for its first rank."""
     batch = spec(launch="batch")
     assert job_output.batch_script(spec(launch="batch", node_rank=0, node="n0")).output == "/logs/job-7/output/out-7-n0-0.txt"
-    assert job_output.task(batch, 3, 1).output == "/logs/job-7/output/out-7-n1-3.txt"
     assert job_output.for_launch(batch) is None  # not the first node: it only runs srun tasks
     torchrun = job_output.for_launch(spec())
     assert torchrun.output == "/logs/job-7/output/out-7-n1-2.txt" and torchrun.error == "" and torchrun.truncate
@@ -74,7 +73,6 @@ def test_only_a_file_with_one_writer_is_truncated():
     assert not job_output.for_launch(spec(output="same.txt")).truncate
     assert not job_output.for_launch(spec(attempt=2)).truncate
     assert job_output.batch_script(spec(launch="batch", node_rank=0, node="n0", output="o")).truncate
-    assert not job_output.task(spec(launch="batch"), 0, 0).truncate
 
 
 def run_wrapped(where: job_output.Output, script: str, cwd) -> subprocess.CompletedProcess:

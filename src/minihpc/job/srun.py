@@ -3,24 +3,33 @@ allocation, wait for every task, exit with the step's code (the first failed tas
 
 It holds no credentials: it asks the first node's agent, over the socket in the job's private
 directory (``MINIHPC_SRUN_SOCKET``), which starts the tasks on each node as the job's user.
-The tasks' output goes to each node's job log, not through srun. Options that have no meaning
-here are accepted with one warning (``man srun``); see the README's table.
+Its I/O is Slurm's (``man srun``, IO Redirection): srun's stdin goes to every task (``-i/--input``
+all, none, a task id, or a file), and every task's stdout and stderr come back through srun's
+own, so pipes, ``$(srun ...)`` and redirections work (``-o/-e`` to files, ``-l`` labels,
+``-u`` unbuffered; job.srun_output). Options that have no meaning here are accepted with one
+warning; see the README's table.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import signal
 import socket
 import sys
+import threading
+
+from minihpc.core.errors import UsageError
+from minihpc.job.srun_output import Sink, check_pattern
 
 SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
 
 IGNORED = ("--mpi", "--cpu-bind", "--cpu_bind", "--gpus-per-task", "--gpu-bind", "--mem", "--mem-per-cpu",
            "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--distribution", "-m", "--hint", "-W", "--wait")
 """Options taking a value that srun accepts and ignores here (one warning each)."""
-IGNORED_FLAGS = ("-l", "--label", "-u", "--unbuffered", "--exclusive", "--overlap", "-X", "--disable-status",
+IGNORED_FLAGS = ("--exclusive", "--overlap", "-X", "--disable-status",
                  "-Q", "--quiet", "-v", "--verbose")
 """Flags srun accepts and ignores here."""
 OPTIONAL = ("-K", "--kill-on-bad-exit")
@@ -39,6 +48,11 @@ def parser() -> Parser:
     p.add_argument("-N", "--nodes", type=int, default=None)
     p.add_argument("-n", "--ntasks", type=int, default=None)
     p.add_argument("--ntasks-per-node", type=int, default=None)
+    p.add_argument("-i", "--input", default="all")
+    p.add_argument("-o", "--output", default=None)
+    p.add_argument("-e", "--error", default=None)
+    p.add_argument("-l", "--label", action="store_true")
+    p.add_argument("-u", "--unbuffered", action="store_true")
     for name in IGNORED:
         p.add_argument(name, dest=f"ignored {name}", default=None)
     for name in IGNORED_FLAGS:
@@ -48,7 +62,11 @@ def parser() -> Parser:
     return p
 
 
-TAKES_VALUE = ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", *IGNORED)
+TAKES_VALUE = ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-i", "--input", "-o", "--output", "-e",
+               "--error", *IGNORED)
+
+CHUNK = 64 * 1024
+"""Bytes of stdin read and sent at a time."""
 
 
 def normalize(argv: list[str]) -> list[str]:
@@ -77,9 +95,57 @@ def warnings(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def input_mode(value: str) -> str | int:
+    """What the server is told of ``-i/--input``: all, none, a task id; a file is read here and
+    sent to all tasks."""
+    if value in ("all", "none"):
+        return value
+    if value.isdigit():
+        return int(value)
+    return "all"
+
+
+def check(args: argparse.Namespace) -> None:
+    """UsageError for I/O options srun cannot honour here."""
+    if "%" in args.input:
+        raise UsageError(f"--input={args.input}: a per-task input file pattern is not supported; "
+                         "use a file name, all, none or a task id")
+    for option, value in (("--output", args.output), ("--error", args.error)):
+        if value is not None:
+            check_pattern(option, value)
+
+
 def request(args: argparse.Namespace, env: dict[str, str], cwd: str) -> dict:
     return {"argv": list(args.command), "nodes": args.nodes, "ntasks": args.ntasks,
-            "ntasks_per_node": args.ntasks_per_node, "env": env, "cwd": cwd}
+            "ntasks_per_node": args.ntasks_per_node, "env": env, "cwd": cwd, "input": input_mode(args.input),
+            "unbuffered": args.unbuffered}
+
+
+def pattern_values(env: dict[str, str], step: int) -> dict[str, str]:
+    """What ``-o/-e`` patterns expand with, other than the task's own."""
+    return {"j": env.get("SLURM_JOB_ID", ""), "s": str(step), "u": env.get("USER", ""),
+            "x": env.get("SLURM_JOB_NAME", "")}
+
+
+def _send(conn: socket.socket, message: dict) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _forward_stdin(conn: socket.socket, source: int) -> None:
+    """srun's stdin (or ``--input``'s file) to the server, then its end; stops quietly when
+    the connection goes."""
+    try:
+        while True:
+            try:
+                chunk = os.read(source, CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                _send(conn, {"eof": True})
+                return
+            _send(conn, {"i": base64.b64encode(chunk).decode()})
+    except OSError:
+        pass
 
 
 def main(argv: list[str]) -> int:
@@ -89,26 +155,50 @@ def main(argv: list[str]) -> int:
     if not args.command:
         print("srun: error: no command to run", file=sys.stderr)
         return 1
+    try:
+        check(args)
+    except UsageError as exc:
+        print(f"srun: error: {exc}", file=sys.stderr)
+        return 1
     path = os.environ.get(SOCKET_ENV)
     if not path or not os.path.exists(path):
         print("srun: error: not inside a minihpc batch job's first node (no step server); "
               "submit a batch script, or sbatch --wrap 'srun CMD'", file=sys.stderr)
         return 1
+    source = 0
+    if input_mode(args.input) == "all" and args.input != "all":
+        try:
+            source = os.open(args.input, os.O_RDONLY)
+        except OSError as exc:
+            print(f"srun: error: Could not open stdin file: {args.input}: {exc.strerror}", file=sys.stderr)
+            return 1
     for line in warnings(args):
         print(line, file=sys.stderr)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe ends srun, and so its step, as Slurm's
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(path)
-        conn.sendall(json.dumps(request(args, dict(os.environ), os.getcwd())).encode() + b"\n")
-        reader = conn.makefile("r")
-        for line in reader:
-            answer = json.loads(line)
-            if "error" in answer:
-                print(f"srun: error: {answer['error']}", file=sys.stderr)
-                return 1
-            if "exit_code" in answer:
-                for error in answer.get("errors") or []:
-                    print(error, file=sys.stderr)
-                return int(answer["exit_code"])
+        _send(conn, request(args, dict(os.environ), os.getcwd()))
+        sink = None
+        try:
+            for line in conn.makefile("rb"):
+                answer = json.loads(line)
+                if "o" in answer and sink is not None:
+                    sink.write(int(answer["t"]), int(answer["f"]), base64.b64decode(answer["o"]))
+                elif "step" in answer:
+                    sink = Sink(args.output, args.error, args.label, pattern_values(os.environ, answer["step"]),
+                                (answer.get("nodes") or [], answer.get("tasks") or []))
+                    if input_mode(args.input) != "none":
+                        threading.Thread(target=_forward_stdin, args=(conn, source), daemon=True).start()
+                elif "error" in answer:
+                    print(f"srun: error: {answer['error']}", file=sys.stderr)
+                    return 1
+                elif "exit_code" in answer:
+                    for error in answer.get("errors") or []:
+                        print(error, file=sys.stderr)
+                    return int(answer["exit_code"])
+        finally:
+            if sink is not None:
+                sink.close()
     print("srun: error: the step server went away before the step ended (the job is ending)", file=sys.stderr)
     return 1
 

@@ -47,7 +47,7 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
     None, how many left-behind processes were killed)."""
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     private = jobdir.create(spec.job_id, spec.attempt, who, local=spec.master_addr in LOOPBACK)
-    runner = StepRunner(spec, store, who, relay.input, private.bin, settings.kill_wait)
+    runner = StepRunner(spec, store, who, relay.input, private.bin, settings.kill_wait, settings.job_log_max)
     server = script = None
     stopped, left = None, 0
     try:

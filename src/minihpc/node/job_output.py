@@ -89,13 +89,6 @@ def batch_script(spec: LaunchSpec) -> Output | None:
     return files(spec, names(spec, 0, 0, "batch"), truncate=spec.attempt == 1)
 
 
-def task(spec: LaunchSpec, procid: int, step: int) -> Output | None:
-    """An srun task's files: its own number (``%t``), this node's (``%N``, ``%n``); appended to,
-    as the batch script and other tasks may write the same file (in Slurm, srun's stdout: the
-    batch script's ``-o`` file)."""
-    return files(spec, names(spec, spec.node_rank, procid, str(step)))
-
-
 def torchrun_node(spec: LaunchSpec) -> Output | None:
     """This node's torchrun output (``%t``: its first rank), truncated on the first attempt
     when no other node's files have its names."""

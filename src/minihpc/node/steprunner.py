@@ -2,8 +2,9 @@
 each ended, kill a step's tasks when told (gang semantics: one task failed, or srun went away).
 
 Messages come from the node's inbox (state.steps); this class is the thin loop's state. Tasks
-run as the job's user, in sessions of their own, writing to the node's job log (the relay's
-pipe, capped like any job output), or to sbatch's ``-o/-e`` files (node.job_output).
+run as the job's user, in sessions of their own. Their stdout and stderr go to srun, through the
+step's output stream, and srun's stdin comes to them through its input stream (node.stepio), as
+Slurm's tasks' do; a task's end is reported once its output has been sent.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import time
+from dataclasses import dataclass, field
 
 from minihpc.core.launch_spec import DAEMON_ONLY_ENV, LaunchSpec
 from minihpc.core.outcome import from_returncode
 from minihpc.core.steps import Layout, TaskEnd, task_env
 from minihpc.machine.processes import teardown
-from minihpc.node import identity, job_output
+from minihpc.node import identity
 from minihpc.node.job_signals import trees
+from minihpc.node.stepio import Budget, InputPump, OutputPump, dropped_line
 from minihpc.state.connect import retrying
 from minihpc.state.steps import KILL, START
 
@@ -29,13 +33,36 @@ JOB_BIN = "MINIHPC_JOB_BIN"
 EXEC_FAILED = 2
 """A task whose command cannot be started ends with this code, as slurmstepd's execve() error."""
 
+DRAIN_WAIT = 2.0
+"""Seconds a task's output may still come after it ended (something it started holds its pipe)
+before its end is reported without the rest."""
+
+
+def gets_input(io: dict, procid: int) -> bool:
+    """Whether task ``procid`` reads srun's stdin (``--input``: all, none, or one task's id)."""
+    which = io.get("input", "none")
+    return which == "all" or (isinstance(which, int) and not isinstance(which, bool) and which == procid)
+
+
+@dataclass
+class Task:
+    procid: int
+    proc: subprocess.Popen
+    pumps: list[OutputPump]
+    budget: Budget
+    stdin: InputPump | None = None
+    ended: float | None = field(default=None)
+
+    def drained(self, now: float) -> bool:
+        return all(not p.is_alive() for p in self.pumps) or now - (self.ended or now) >= DRAIN_WAIT
+
 
 class StepRunner:
     def __init__(self, spec: LaunchSpec, store, who: identity.Identity | None, output, job_bin: str,
-                 kill_wait: float):
+                 kill_wait: float, output_max: int = 0):
         self.spec, self.store, self.who = spec, store, who
-        self.output, self.job_bin, self.kill_wait = output, job_bin, kill_wait
-        self.running: dict[int, list[tuple[int, subprocess.Popen]]] = {}
+        self.output, self.job_bin, self.kill_wait, self.output_max = output, job_bin, kill_wait, output_max
+        self.running: dict[int, list[Task]] = {}
 
     def handle(self, message: dict) -> None:
         kind, step = message.get("kind"), message.get("step")
@@ -55,25 +82,54 @@ class StepRunner:
         if not os.path.isdir(cwd):
             self._note(f"minihpc: step {step} on {self.spec.node}: couldn't chdir to {cwd!r}: going to /tmp instead")
             cwd = "/tmp"
+        io = message.get("io") if isinstance(message.get("io"), dict) else {}
         started = []
         for procid in lay.tasks[index]:
             env = self._env(message.get("env") or {}, lay, step, index, procid)
-            argv = [str(a) for a in message["argv"]]
-            where = job_output.task(self.spec, procid, step)  # -o/-e: opened as the job's user
-            try:
-                proc = subprocess.Popen(
-                    where.wrap(argv) if where else argv, env=env, cwd=cwd, stdout=self.output,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    **(self.who.popen_kwargs() if self.who else {}),
-                )
-            except OSError as exc:
-                self._note(f"minihpc: step {step} task {procid} on {self.spec.node}: execve(): "
-                           f"{message['argv'][0]}: {exc.strerror}")
-                self._report(step, TaskEnd(procid, self.spec.node, EXEC_FAILED))
-                continue
-            started.append((procid, proc))
+            task = self._spawn(step, procid, [str(a) for a in message["argv"]], env, cwd, io)
+            if task is not None:
+                started.append(task)
         self.running[step] = started
         log.info("job %s step %s: %d task(s) started on %s", self.spec.job_id, step, len(started), self.spec.node)
+
+    def _spawn(self, step: int, procid: int, argv: list[str], env: dict, cwd: str, io: dict) -> Task | None:
+        """Start one task, its output piped to srun and its stdin from srun's where ``io`` says
+        so; None if it could not start (its end is reported, as slurmstepd's execve() error)."""
+        spec = self.spec
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if gets_input(io, procid) else (None, None)
+        try:
+            proc = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=out_w, stderr=err_w,
+                stdin=in_r if in_r is not None else subprocess.DEVNULL, start_new_session=True,
+                **(self.who.popen_kwargs() if self.who else {}),
+            )
+        except OSError as exc:
+            for fd in (out_r, err_r, in_w):
+                if fd is not None:
+                    os.close(fd)
+            self._write(step, procid, 2, f"slurmstepd: error: execve(): {argv[0]}: {exc.strerror}\n".encode())
+            self._report(step, TaskEnd(procid, spec.node, EXEC_FAILED))
+            return None
+        finally:
+            for fd in (out_w, err_w, in_r):
+                if fd is not None:
+                    os.close(fd)
+        budget, unbuffered = Budget(self.output_max), bool(io.get("unbuffered"))
+        name = f"job {spec.job_id} step {step} task {procid}"
+        pumps = [OutputPump(out_r, 1, lambda fd, data: self._write(step, procid, fd, data), budget, unbuffered,
+                            f"{name} stdout"),
+                 OutputPump(err_r, 2, lambda fd, data: self._write(step, procid, fd, data), budget, unbuffered,
+                            f"{name} stderr")]
+        stdin = None
+        if in_w is not None:
+            stdin = InputPump(in_w, lambda after, wait: self.store.read_input(spec.job_id, spec.attempt, step, after,
+                                                                              wait), f"{name} stdin")
+        for thread in [*pumps, stdin]:
+            if thread is not None:
+                thread.start()
+        return Task(procid, proc, pumps, budget, stdin)
 
     def _env(self, given: dict, lay: Layout, step: int, index: int, procid: int) -> dict[str, str]:
         env = {str(k): str(v) for k, v in given.items() if k not in DAEMON_ONLY_ENV}
@@ -86,16 +142,28 @@ class StepRunner:
             env[JOB_BIN] = self.job_bin
         return env
 
-    def poll(self) -> None:
-        """Report every task that has ended since the last look."""
+    def poll(self, force: bool = False) -> None:
+        """Report every task that has ended since the last look, once its output has been sent
+        (or DRAIN_WAIT has passed; ``force``: at once)."""
+        now = time.monotonic()
         for step, tasks in list(self.running.items()):
             alive = []
-            for procid, proc in tasks:
-                if proc.poll() is None:
-                    alive.append((procid, proc))
+            for task in tasks:
+                if task.proc.poll() is None:
+                    alive.append(task)
                     continue
-                code, sig = from_returncode(proc.returncode)
-                self._report(step, TaskEnd(procid, self.spec.node, code, sig))
+                if task.ended is None:
+                    task.ended = now
+                    if task.stdin is not None:
+                        task.stdin.stop()
+                if not force and not task.drained(now):
+                    alive.append(task)
+                    continue
+                if task.budget.dropped:
+                    self._write(step, task.procid, 2, dropped_line(task.procid, task.budget.dropped,
+                                                                   task.budget.limit))
+                code, sig = from_returncode(task.proc.returncode)
+                self._report(step, TaskEnd(task.procid, self.spec.node, code, sig))
             if alive:
                 self.running[step] = alive
             else:
@@ -103,21 +171,26 @@ class StepRunner:
 
     def processes(self) -> list:
         """Every process of every task running here, with what each started (psutil)."""
-        return trees([proc.pid for tasks in self.running.values() for _, proc in tasks if proc.poll() is None])
+        return trees([t.proc.pid for tasks in self.running.values() for t in tasks if t.proc.poll() is None])
 
-    def kill(self, step: int) -> None:
+    def kill(self, step: int, force: bool = False) -> None:
         """SIGTERM a step's tasks here, SIGKILL after the kill wait; their ends are then reported."""
         tasks = self.running.get(step, [])
         if tasks:
-            teardown([proc for _, proc in tasks], self.kill_wait)
-            for _, proc in tasks:
-                proc.wait()
-        self.poll()
+            teardown([t.proc for t in tasks], self.kill_wait)
+            for task in tasks:
+                task.proc.wait()
+        self.poll(force)
 
     def stop(self) -> None:
         """Tear down every task still running (the job ended, or the node is going)."""
         for step in list(self.running):
-            self.kill(step)
+            self.kill(step, force=True)
+
+    def _write(self, step: int, procid: int, fd: int, data: bytes) -> None:
+        """Task ``procid``'s output on ``fd``, for srun (retried through a short outage)."""
+        retrying(self.store.write_output, self.spec.job_id, self.spec.attempt, step, procid, fd, data,
+                 what=f"job {self.spec.job_id} step {step} output", deadline=10.0)
 
     def _report(self, step: int, end: TaskEnd) -> None:
         retrying(self.store.report_task_end, self.spec.job_id, self.spec.attempt, step, end,

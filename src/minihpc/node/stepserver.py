@@ -8,16 +8,20 @@ peer's uid is checked with SO_PEERCRED); the request is the job's word and is us
 start processes as that user.
 
 Protocol, one JSON object per line: srun sends ``{"argv", "nodes", "ntasks", "ntasks_per_node",
-"env", "cwd"}``; the server answers ``{"step", "ntasks", "nodes"}`` when the tasks are sent, then
-``{"exit_code", "errors"}`` at the end -- or ``{"error"}`` for a step that cannot run.
+"env", "cwd", "input", "unbuffered"}``; the server answers ``{"step", "ntasks", "nodes",
+"tasks"}`` when the tasks are sent, then the tasks' output as it comes, ``{"o": base64, "t":
+task, "f": 1 or 2}``, then ``{"exit_code", "errors"}`` at the end, after all of the output --
+or ``{"error"}`` for a step that cannot run. Meanwhile srun sends its stdin, ``{"i": base64}``
+and then ``{"eof": true}``, which the server passes on to the tasks (``input``: "all", "none"
+or a task id, as ``srun --input``).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
-import select
 import socket
 import struct
 import threading
@@ -83,6 +87,9 @@ class StepServer:
                 request = read_request(conn)
                 lay = layout(self.spec.nodes, self.spec.tasks_per_node, request.get("nodes"),
                              request.get("ntasks"), request.get("ntasks_per_node"))
+                which = request.get("input", "none")
+                if isinstance(which, int) and which >= lay.ntasks:
+                    raise UsageError(f"--input={which}: the step has no task {which} (tasks 0-{lay.ntasks - 1})")
                 self._run(conn, self._next_step(), lay, request)
             except UsageError as exc:
                 _send(conn, {"error": str(exc)})
@@ -92,30 +99,88 @@ class StepServer:
 
     def _run(self, conn: socket.socket, step: int, lay: Layout, request: dict) -> None:
         spec = self.spec
+        io = {"input": request.get("input", "none"), "unbuffered": bool(request.get("unbuffered"))}
         start = {"kind": START, "step": step, "argv": request["argv"], "env": request.get("env") or {},
-                 "cwd": request.get("cwd") or "", "nodes": lay.nodes, "tasks": lay.tasks}
+                 "cwd": request.get("cwd") or "", "nodes": lay.nodes, "tasks": lay.tasks, "io": io}
         retrying(self.store.send, spec.job_id, spec.attempt, {n: start for n in lay.nodes},
                  what=f"job {spec.job_id} step {step}", deadline=30.0)
         log.info("job %s step %s: %d task(s) on %s: %s", spec.job_id, step, lay.ntasks, ",".join(lay.nodes),
                  " ".join(request["argv"])[:200])
-        _send(conn, {"step": step, "ntasks": lay.ntasks, "nodes": lay.nodes})
+        srun = Srun(conn)
+        srun.send({"step": step, "ntasks": lay.ntasks, "nodes": lay.nodes, "tasks": lay.tasks})
+        threading.Thread(target=self._stdin, args=(srun, step), name=f"srun stdin job {spec.job_id} step {step}",
+                         daemon=True).start()
         ends, killed, causes = [], False, None
         while len(ends) < lay.ntasks and not self.closed.is_set():
+            self._relay(srun, step, self.poll / 2)
             try:
-                end = self.store.next_task_end(spec.job_id, spec.attempt, step, self.poll)
+                end = self.store.next_task_end(spec.job_id, spec.attempt, step, 0)
             except REDIS_ERRORS:
                 end = None
                 self.closed.wait(self.poll)
             if end is not None:
                 ends.append(end)
-            if not killed and ((end is not None and end.failed) or _gone(conn)):
+            if not killed and ((end is not None and end.failed) or srun.gone.is_set()):
                 killed, causes = True, len(ends)
                 retrying(self.store.send, spec.job_id, spec.attempt,
                          {n: {"kind": KILL, "step": step} for n in lay.nodes},
                          what=f"job {spec.job_id} step {step} kill", deadline=30.0)
         if len(ends) == lay.ntasks:
+            while self._relay(srun, step, 0):  # a task's output is all written before its end is
+                pass
             # srun names the failures that ended the step, not the tasks it killed because of them.
-            _send(conn, {"exit_code": step_exit(ends), "errors": [e.describe() for e in ends[:causes] if e.failed]})
+            srun.send({"exit_code": step_exit(ends), "errors": [e.describe() for e in ends[:causes] if e.failed]})
+
+    def _relay(self, srun: Srun, step: int, wait: float) -> bool:
+        """The step's output that has come, to srun; whether there was any."""
+        try:
+            chunks = self.store.read_output(self.spec.job_id, self.spec.attempt, step, wait)
+        except REDIS_ERRORS:
+            return False
+        for procid, fd, data in chunks:
+            srun.send({"o": base64.b64encode(data).decode(), "t": procid, "f": fd})
+        return bool(chunks)
+
+    def _stdin(self, srun: Srun, step: int) -> None:
+        """srun's stdin to the step's input stream, until its end or srun's."""
+        spec = self.spec
+        for message in srun.messages():
+            if "i" in message or message.get("eof"):
+                data = base64.b64decode(message["i"]) if "i" in message else None
+                retrying(self.store.write_input, spec.job_id, spec.attempt, step, data,
+                         what=f"job {spec.job_id} step {step} stdin", deadline=30.0)
+
+
+class Srun:
+    """The server's side of one srun connection, after its request: messages to srun (dropped
+    once it is gone), and srun's own messages until it goes (then ``gone`` is set)."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn, self.gone = conn, threading.Event()
+        self._lock = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        if self.gone.is_set():
+            return
+        with self._lock:
+            try:
+                self.conn.sendall(json.dumps(message).encode() + b"\n")
+            except OSError:
+                self.gone.set()
+
+    def messages(self):
+        """srun's messages, one JSON object per line, until it closes its end."""
+        try:
+            for line in self.conn.makefile("rb"):
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(message, dict):
+                    yield message
+        except OSError:
+            pass
+        self.gone.set()
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -147,19 +212,13 @@ def read_request(conn: socket.socket) -> dict:
         value = request.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise UsageError(f"{name} must be a whole number, got {value!r}")
+    which = request.get("input", "none")
+    if not (which in ("all", "none") or (isinstance(which, int) and not isinstance(which, bool) and which >= 0)):
+        raise UsageError(f"--input must be all, none or a task id, got {which!r}")
     env = request.get("env")
     if env is not None and not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
         raise UsageError("the step's environment must map names to strings")
     return request
-
-
-def _gone(conn: socket.socket) -> bool:
-    """Whether srun closed its end (it exited or was killed)."""
-    try:
-        readable, _, _ = select.select([conn], [], [], 0)
-        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
 
 
 def _send(conn: socket.socket, message: dict) -> None:

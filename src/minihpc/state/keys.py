@@ -160,12 +160,21 @@ def node_queue(name: str) -> str:
 
 
 JOB_INBOX = "minihpc:job:{0}:inbox:{1}:{2}"
-"""List: JSON messages to node {2}'s share of batch job {0}, attempt {1}: start a step's tasks,
+"""Stream: JSON messages to node {2}'s share of batch job {0}, attempt {1}: start a step's tasks,
 kill a step, or the end of the batch script (see state.steps)."""
 
 JOB_STEP_ENDS = "minihpc:job:{0}:stepends:{1}:{2}"
-"""List: JSON ends of the tasks of step {2} of batch job {0}, attempt {1} (core.steps.TaskEnd),
+"""Stream: JSON ends of the tasks of step {2} of batch job {0}, attempt {1} (core.steps.TaskEnd),
 as the nodes report them; srun waits on it."""
+
+
+JOB_STEP_INPUT = "minihpc:job:{0}:stepin:{1}:{2}"
+"""Stream: srun's stdin for the tasks of step {2} of batch job {0}, attempt {1}, in chunks, then
+its end (state.steps)."""
+
+JOB_STEP_OUTPUT = "minihpc:job:{0}:stepout:{1}:{2}"
+"""Stream: what the tasks of step {2} of batch job {0}, attempt {1} write, in chunks named by
+task and stream, as the nodes read it; srun's server relays it to srun."""
 
 
 def job_inbox(job_id: int, attempt: int, node: str) -> str:
@@ -174,6 +183,14 @@ def job_inbox(job_id: int, attempt: int, node: str) -> str:
 
 def job_step_ends(job_id: int, attempt: int, step: int) -> str:
     return JOB_STEP_ENDS.format(job_id, attempt, step)
+
+
+def job_step_input(job_id: int, attempt: int, step: int) -> str:
+    return JOB_STEP_INPUT.format(job_id, attempt, step)
+
+
+def job_step_output(job_id: int, attempt: int, step: int) -> str:
+    return JOB_STEP_OUTPUT.format(job_id, attempt, step)
 
 
 def array_tasks(array_job_id: int) -> str:
