@@ -27,12 +27,13 @@ def test_time_limits_in_slurm_formats(text, seconds):
     assert parse_time_limit(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["UNLIMITED", "infinite"])
+@pytest.mark.parametrize("text", ["UNLIMITED", "infinite", "0", "0:00"])
 def test_unlimited_time_limit_is_none(text):
+    """man sbatch: "A time limit of zero requests that no time limit be imposed"."""
     assert parse_time_limit(text) is None
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1:xx", "1:2:3:4", "-5", "0", "1-", "5q", "0:00"])
+@pytest.mark.parametrize("text", ["", "abc", "1:xx", "1:2:3:4", "-5", "1-", "5q"])
 def test_malformed_time_limit_names_the_value_and_the_forms(text):
     with pytest.raises(UsageError) as exc:
         parse_time_limit(text)

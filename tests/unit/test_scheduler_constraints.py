@@ -139,3 +139,43 @@ def test_no_requeue_jobs_are_never_requeued_after_a_node_failure():
     assert not should_requeue(job, 3)
     job.requeue = True
     assert should_requeue(job, 3)
+
+
+def test_nodelist_puts_the_job_on_those_nodes_and_others_up_to_its_count():
+    """man sbatch, -w/--nodelist: "The job will contain all of these hosts and possibly
+    additional hosts as needed"; a busy named node makes it wait, even with others idle."""
+    nodes = [node("n1"), node("n2"), node("n3")]
+    p = plan([pending(1, nodelist=["n3"]), pending(2, nodes=2, nodelist=["n2"])], nodes, [], {}, NOW, ALL)
+    assert p.starts == [(1, ["n3"]), (2, ["n2", "n1"])]
+    busy = [node("n1", job=9), node("n2"), node("n3")]
+    p = plan([pending(3, nodelist=["n1"], limit=60)], busy, [running(9, ["n1"], limit=100)], {}, NOW, ALL)
+    assert p.starts == [] and p.reasons == {3: "Resources"} and p.promised == {3: NOW + 90}
+    p = plan([pending(4, nodelist=["n1"])], [node("n1", alive=False), node("n2")], [], {}, NOW, ALL)
+    assert p.reasons == {4: "ReqNodeNotAvail"}  # its node is down: it waits, never elsewhere
+
+
+def test_exclude_keeps_the_job_off_those_nodes():
+    """man sbatch, -x/--exclude: "Explicitly exclude certain nodes from the resources granted"."""
+    nodes = [node("n1"), node("n2"), node("n3")]
+    p = plan([pending(1, nodes=2, exclude=["n1"]), pending(2, exclude=["n2", "n3"])], nodes, [], {}, NOW, ALL)
+    assert p.starts == [(1, ["n2", "n3"]), (2, ["n1"])]
+    p = plan([pending(3, nodes=3, exclude=["n1"])], nodes, [], {}, NOW, ALL)
+    assert p.reasons == {3: "ReqNodeNotAvail"}
+
+
+def test_a_nodelist_or_exclude_that_can_never_hold_is_refused_at_submit():
+    from minihpc.core.requirements import refusal
+
+    nodes = [node("n1", cpus=2), node("n2", cpus=2), node("n3", cpus=2)]
+
+    def why(n=1, **needs):
+        base = dict(mem_bytes=0, gpus=0, tasks_per_node=1, cpus_per_task=1, nodelist=[], exclude=[])
+        return refusal(pending(0, **{**base, **needs}), n, "", nodes, ALL)
+
+    assert why(nodelist=["n9"]) == "-w/--nodelist: invalid node name specified: n9"
+    assert why(exclude=["n1", "x"]) == "-x/--exclude: invalid node name specified: x"
+    assert why(nodelist=["n1"], exclude=["n1"]) == "n1 is both required (-w) and excluded (-x)"
+    assert why(1, nodelist=["n1", "n2"]) == "-w names 2 nodes, more than the job's 1 (-N)"
+    assert why(3, exclude=["n1"]) == "job needs 3 nodes; partition 'main' has 2 besides the ones -x excludes"
+    assert why(2, nodelist=["n1"], exclude=["n3"]) is None
+    assert why(nodelist=["n2"], tasks_per_node=4) is not None

@@ -45,11 +45,13 @@ def test_each_alias_runs_its_subcommand_under_its_own_name(alias):
     assert mine.stdout.split("\n\n", 1)[1] == theirs.stdout.split("\n\n", 1)[1]
 
 
-def test_a_usage_mistake_names_the_alias():
+def test_a_usage_mistake_names_the_alias_and_exits_1_as_slurm_does():
     bad = run("-m", "minihpc.cli.slurm", "sbatch", "--no-such-option", "job.py")
-    assert (bad.returncode, bad.stderr) == (2, "sbatch: error: unrecognized arguments: --no-such-option\n")
+    assert (bad.returncode, bad.stderr) == (1, "sbatch: error: unrecognized arguments: --no-such-option\n")
     missing = run("-m", "minihpc.cli.slurm", "sinfo", "--drain")
-    assert (missing.returncode, missing.stderr) == (2, "sinfo: error: argument --drain: expected at least one argument\n")
+    assert (missing.returncode, missing.stderr) == (1, "sinfo: error: argument --drain: expected at least one argument\n")
+    ours = run("-m", "minihpc.cli", "submit", "--no-such-option", "job.py")  # minihpc's own name: argparse's 2
+    assert (ours.returncode, ours.stderr) == (2, "minihpc submit: error: unrecognized arguments: --no-such-option\n")
 
 
 def test_global_options_first_go_before_the_subcommand():

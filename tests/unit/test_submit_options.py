@@ -35,15 +35,37 @@ def test_ntasks_spreads_evenly_over_the_nodes():
         tasks_per_node(2, 4, 3)
 
 
-def test_an_sbatch_option_minihpc_lacks_is_a_warning_and_ours_stay_checked():
-    header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G --qos high\n#SBATCH --account a1\nsrun x\n")
-    assert header.options.nodes == 2 and header.options.mem == "4G"
-    assert header.warnings == ["#SBATCH --qos high: not an option minihpc supports; ignored",
-                               "#SBATCH --account a1: not an option minihpc supports; ignored"]
+def test_an_option_minihpc_cannot_honour_is_refused_and_advisory_ones_are_accepted():
+    """issue 37: a job must not land where it did not ask to; mail and account change nothing."""
+    header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G --mail-type=END\n#SBATCH --account a1\n"
+                          "#SBATCH -A a2\n#SBATCH --exclusive\n#SBATCH --mail-user me@x\nsrun x\n")
+    assert header.options.nodes == 2 and header.options.mem == "4G" and header.warnings == []
+    for line in ("#SBATCH --qos high", "#SBATCH --constraint=v100", "#SBATCH --licenses=x:1"):
+        with pytest.raises(UsageError, match=f"{line}: not an option minihpc supports"):
+            parse_header(f"#!/bin/bash\n{line}\n")
     with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid int value: 'two'"):
-        parse_header("#SBATCH --nodes=two\n")  # a wrong value is still an error
-    with pytest.raises(UsageError, match="#MINIHPC: unrecognized arguments: --qos high"):
-        parse_header("#MINIHPC --qos high\n")  # our own header lines stay strict
+        parse_header("#SBATCH --nodes=two\n")  # a wrong value is an error
+    with pytest.raises(UsageError, match="#MINIHPC --qos high: not an option"):
+        parse_header("#MINIHPC --qos high\n")
+
+
+def test_memory_per_cpu_and_gpu_options_become_what_each_node_needs():
+    """man sbatch: --mem-per-cpu x the CPUs used on a node; --gpus-per-node, -G/--gpus (the
+    job's total, the same on every node here), --gpus-per-task x tasks on a node."""
+    from minihpc.client.options import node_gpus, node_memory
+
+    assert node_memory(None, "1G", 4) == 4 << 30 and node_memory("2G", None, 4) == 2 << 30
+    assert node_memory(None, None, 4) == 0
+    with pytest.raises(UsageError, match="mutually exclusive"):
+        node_memory("1G", "1G", 1)
+    assert node_gpus(None, "gpu:2", None, None, 3, 1) == 2
+    assert node_gpus(None, None, "4", None, 2, 1) == 2
+    assert node_gpus(None, None, None, "1", 2, 4) == 4
+    assert node_gpus("gpu:1", None, None, None, 2, 1) == 1
+    with pytest.raises(UsageError, match="does not divide evenly"):
+        node_gpus(None, None, "3", None, 2, 1)
+    with pytest.raises(UsageError, match="give one of"):
+        node_gpus("gpu:1", "1", None, None, 1, 1)
 
 
 def test_flags_beat_header_lines_beat_defaults():

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from minihpc.cli.run import exit_status
 from minihpc.cli.display import (
     HISTORY_HEADERS,
     QUEUE_HEADERS,
@@ -27,13 +28,15 @@ from minihpc.client import signals as client_signals
 from minihpc.client import logs
 from minihpc.client import tree
 from minihpc.client.session import open_store
-from minihpc.client.submit import STDIN, read_script, read_stdin, submit
+from minihpc.client.submit import STDIN, read_script, read_stdin, submit, test_only
 from minihpc.core.arrays import parse_job_ref, parse_job_refs
 from minihpc.core.batch import wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import MinihpcError, UsageError
 from minihpc.core.models import JobState
 from minihpc.core.outcome import format_exit
+from minihpc.core.parsing import expand_hostlist
+from minihpc.core.partitions import Partitions
 from minihpc.core.signals import parse_signal
 from minihpc.core.slurm_filters import (
     JobFilter,
@@ -75,14 +78,34 @@ def cmd_submit(args, settings: Settings) -> int:
         request.tree, request.script_name = working_tree, args.script
     store = open_store(settings)
     request.user = access.for_cli(store).user
+    if args.test_only:
+        print(test_only(store, request), file=sys.stderr)
+        return 0
     job = submit(store, request)
-    print(job.id if args.parsable else f"Submitted batch job {job.id}")
-    return 0
+    if not args.quiet:
+        print(job.id if args.parsable else f"Submitted batch job {job.id}", flush=True)
+    if not args.wait:
+        return 0
+    ids = [j.id for j in arrays.named_jobs(store, str(job.array_job_id or job.id))] if request.array else [job.id]
+    try:
+        job, _ = client_jobs.wait_all(store, ids)
+    except KeyboardInterrupt:
+        return 130
+    return exit_status(job.state, job.exit_code)  # sbatch --wait: "the same exit code as the submitted job"
 
 
 def cmd_queue(args, settings: Settings) -> int:
     flt, fmt = queue_request(args)
     store = open_store(settings)
+    if args.me:
+        me = access.for_cli(store).user
+        flt = dataclasses.replace(flt, users=frozenset({me}) & flt.users if flt.users is not None else frozenset({me}))
+    if args.partition is not None:
+        flt = dataclasses.replace(flt, default_partition=Partitions.from_record(store.cluster_info()).effective(""))
+    if args.iterate is not None:
+        if args.iterate <= 0:
+            raise UsageError(f"--iterate must be a number of seconds over 0, got {args.iterate:g}")
+        args.watch, args.interval = True, args.iterate
 
     def once() -> str:
         now = time.time()
@@ -128,6 +151,8 @@ def queue_request(args) -> tuple[JobFilter, tuple[str, list] | None]:
         refs=tuple(parse_job_refs(args.jobs, "--jobs")) if args.jobs is not None else None,
         users=client_jobs.user_names(split_list(args.users, "--user")) if args.users is not None else None,
         states=states,
+        partitions=frozenset(split_list(args.partition, "--partition")) if args.partition is not None else None,
+        nodes=frozenset(expand_hostlist(args.nodelist)) if args.nodelist is not None else None,
     )
     text = args.format if args.format is not None else (START_FORMAT if args.start else None)
     return flt, (parse_squeue_format(text) if text is not None else None)
@@ -187,7 +212,8 @@ def cmd_cancel(args, settings: Settings) -> int:
         flt = dataclasses.replace(flt, states=(flt.states or frozenset({JobState.RUNNING})) & {JobState.RUNNING})
     report = client_jobs.cancel_matching(store, ids, flt, access.for_cli(store), act=act)
     shown = {j.id: j.array_name for j in store.get_jobs(report.cancelled)} if act is None else {}
-    for job_id in report.cancelled if act is None else ():  # scancel --signal says nothing when it worked
+    # scancel says nothing when it worked; minihpc cancel names what it cancelled.
+    for job_id in report.cancelled if act is None and not getattr(args, "slurm", None) else ():
         print(f"Cancelled job {shown.get(job_id, job_id)}")
     for _job_id, exc in report.errors:
         print(f"minihpc cancel: error: {exc}", file=sys.stderr)
@@ -269,24 +295,16 @@ def cmd_history(args, settings: Settings) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("submit", help="queue a job script")
-    options.add_job_options(p)
-    p.add_argument("--parsable", action="store_true", help="print only the job id")
-    p.add_argument("--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)")
-    p.add_argument("--wrap", default=None, metavar="COMMAND",
-                   help="run COMMAND as a batch job (sbatch's --wrap: a #!/bin/sh script of that one line)")
-    p.add_argument("--tree", default=None, metavar="DIR",
-                   help="bring DIR along as the job's working directory (its code and configs, capped at "
-                        f"{tree.TREE_MAX >> 20} MiB); SCRIPT is then a path inside DIR. - : a tar archive on standard input")
-    p.add_argument("script", nargs="?", help="the job script, or - to read it from standard input")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
-    p.set_defaults(func=cmd_submit)
+    _add_submit(sub)
 
-    p = sub.add_parser("queue", help="pending and running jobs (like squeue)")
+    p = sub.add_parser("queue", help="pending and running jobs (like squeue)", add_help=False)
+    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("--all", action="store_true", help="include recently ended jobs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    p.add_argument("-i", "--iterate", type=float, default=None, metavar="SECONDS",
+                   help="squeue's --iterate: print the queue every SECONDS until Ctrl-C")
     add_queue_filters(p)
     p.set_defaults(func=cmd_queue)
 
@@ -313,7 +331,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--node", default=None, help="only this node's log")
     p.set_defaults(func=cmd_logs)
 
-    p = sub.add_parser("history", help="ended jobs (like sacct)")
+    p = sub.add_parser("history", help="ended jobs (like sacct)", add_help=False)
+    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=100, help="how many, newest first")
     add_history_filters(p)
@@ -325,8 +344,28 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_wait)
 
 
+def _add_submit(sub) -> None:
+    p = sub.add_parser("submit", help="queue a job script")
+    options.add_job_options(p)
+    p.add_argument("--parsable", action="store_true", help="print only the job id")
+    p.add_argument("-W", "--wait", action="store_true",
+                   help="wait for the job to end; exit with its exit code (0 when it COMPLETED)")
+    p.add_argument("--test-only", action="store_true",
+                   help="check the job and say when it would start; queue nothing")
+    p.add_argument("-Q", "--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--script-name", default=None, help="file name for a script read from standard input (SCRIPT is -)")
+    p.add_argument("--wrap", default=None, metavar="COMMAND",
+                   help="run COMMAND as a batch job (sbatch's --wrap: a #!/bin/sh script of that one line)")
+    p.add_argument("--tree", default=None, metavar="DIR",
+                   help="bring DIR along as the job's working directory (its code and configs, capped at "
+                        f"{tree.TREE_MAX >> 20} MiB); SCRIPT is then a path inside DIR. - : a tar archive on standard input")
+    p.add_argument("script", nargs="?", help="the job script, or - to read it from standard input")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+    p.set_defaults(func=cmd_submit)
+
+
 def add_queue_filters(p) -> None:
-    """squeue's options (squeue(1)); -h stays --help, so no-header is --noheader only."""
+    """squeue's options (squeue(1)); -h is --noheader as in squeue (help is --help)."""
     p.add_argument("-u", "--user", "--users", dest="users", default=None, metavar="LIST",
                    help="only these users' jobs (comma-separated names or uids)")
     p.add_argument("-t", "--states", default=None, metavar="LIST",
@@ -334,18 +373,23 @@ def add_queue_filters(p) -> None:
     p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="only these job ids (comma-separated; an array's id: all its tasks, 12_3: one task)")
     p.add_argument("-o", "--format", default=None, metavar="FMT", help='squeue fields, e.g. "%%.18i %%.8j %%.2t %%R"')
     p.add_argument("--start", action="store_true", help="pending jobs with their expected start, soonest first")
-    p.add_argument("--noheader", action="store_true", help="no header line")
+    p.add_argument("-h", "--noheader", action="store_true", help="no header line")
+    p.add_argument("--me", action="store_true", help="only your own jobs (as -u with your name)")
+    p.add_argument("-p", "--partition", default=None, metavar="LIST", help="only jobs in these partitions")
+    p.add_argument("-w", "--nodelist", default=None, metavar="HOSTLIST",
+                   help="only jobs running on these nodes (node[1-3],login)")
 
 
 def add_history_filters(p) -> None:
-    """sacct's options (sacct(1)); -n is --noheader as in sacct (the count is --limit)."""
+    """sacct's options (sacct(1)); -n and -h are --noheader as in sacct (help is --help; the
+    count is --limit)."""
     p.add_argument("-j", "--jobs", default=None, metavar="LIST", help="these job ids, in any state (an array's id: all its tasks, 12_3: one task)")
     p.add_argument("-S", "--starttime", default=None, metavar="TIME", help="jobs in the window from TIME")
     p.add_argument("-E", "--endtime", default=None, metavar="TIME", help="jobs in the window until TIME")
     p.add_argument("-s", "--state", default=None, metavar="LIST", help="only these states (CD,F,CA,TO,NF,R,PD)")
     p.add_argument("-u", "--user", default=None, metavar="LIST", help="only these users' jobs")
     p.add_argument("-o", "--format", default=None, metavar="LIST", help="sacct fields, e.g. JobID,JobName%%30,State")
-    p.add_argument("-n", "--noheader", action="store_true", help="no header lines")
+    p.add_argument("-n", "-h", "--noheader", action="store_true", help="no header lines")
     p.add_argument("-P", "--parsable2", dest="parsable", action="store_const", const="P",
                    help="|-separated, nothing after the last field")
     p.add_argument("-p", "--parsable", dest="parsable", action="store_const", const="p",

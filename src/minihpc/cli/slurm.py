@@ -58,7 +58,11 @@ def aliased_parser(alias: str) -> argparse.ArgumentParser:
     for each in _parsers(command) if command else ():
         if each.prog.startswith(old):  # a subcommand's own aliases hold the same parser twice
             each.prog = alias + each.prog[len(old):]
+        each.usage_status = 1  # Slurm's commands exit 1 on a usage mistake
+    if command is not None:
+        command.set_defaults(slurm=alias)  # e.g. scancel is silent where minihpc cancel says what it did
     parser.prog = alias  # an unrecognized argument is reported by the top parser
+    parser.usage_status = 1
     return parser
 
 

@@ -19,10 +19,19 @@ from minihpc.core.models import Priority
 from minihpc.core.arrays import parse_array
 from minihpc.core.environment import parse_export
 from minihpc.core.output_names import check_pattern
-from minihpc.core.parsing import header_lines, parse_time_limit
+from minihpc.core.parsing import expand_hostlist, header_lines, parse_time_limit
 from minihpc.core.requirements import parse_gres, parse_mem
 from minihpc.core.signals import parse_warn_signal
 from minihpc.core.slurm_filters import parse_slurm_time
+
+
+ADVISORY = ("--mail-type", "--mail-user", "-A", "--account", "--comment", "--wckey", "--acctg-freq", "--profile",
+            "--exclusive", "--get-user-env", "--open-mode", "--propagate", "--no-kill")
+"""sbatch options with no effect on where or how a job runs here, accepted without a word
+(the README lists them): mail, accounting, and --exclusive (a minihpc job always has its nodes
+to itself). Any other option minihpc lacks is refused, naming it."""
+FLAGS = ("--exclusive", "--get-user-env", "--no-kill")
+"""Those of ADVISORY that take no value (or an optional one, given as --opt=VALUE)."""
 
 
 class HeaderParser(argparse.ArgumentParser):
@@ -75,13 +84,30 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--partition", default=None, help="the node group to run in (config: MINIHPC_PARTITIONS)")
     p.add_argument("-a", "--array", default=None, metavar="INDEXES[%N]",
                    help="a job array: 0-15, 1,3,5 or 0-10:2; %%N runs at most N at once")
+    p.add_argument("--mem-per-cpu", default=None, help="memory per CPU (as --mem): a node must have it times "
+                   "its tasks x CPUs per task")
+    p.add_argument("--gpus-per-node", default=None, metavar="[gpu:]N", help="GPUs each node must have (as --gres)")
+    p.add_argument("-G", "--gpus", default=None, metavar="[gpu:]N", help="GPUs for the whole job, the same number "
+                   "on each node")
+    p.add_argument("--gpus-per-task", default=None, metavar="[gpu:]N", help="GPUs each task needs")
+    for name in ADVISORY:
+        if name.startswith("--"):
+            names = ("-A", name) if name == "--account" else (name,)
+            kwargs = dict(nargs="?", const="") if name in FLAGS else {}
+            p.add_argument(*names, dest=f"advisory {name}", default=None, help=argparse.SUPPRESS, **kwargs)
+    p.add_argument("-w", "--nodelist", default=None, metavar="HOSTLIST",
+                   help="nodes the job must run on (node[1-3],login); -N defaults to their number")
+    p.add_argument("-x", "--exclude", default=None, metavar="HOSTLIST", help="nodes the job must never run on")
+    p.add_argument("-H", "--hold", action="store_const", const=True, default=None,
+                   help="submit the job held: it starts only once released (scontrol release ID)")
     p.add_argument("--progress-timeout", default=None,
                    help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
 
 
 @dataclass
 class Header:
-    """What a script's header lines set, and a warning for each #SBATCH option minihpc lacks."""
+    """What a script's header lines set (``warnings``: none now; kept for the callers that print
+    them)."""
 
     options: argparse.Namespace
     warnings: list[str] = field(default_factory=list)
@@ -89,17 +115,15 @@ class Header:
 
 def parse_header(text: str) -> Header:
     """The options of the script's #MINIHPC and #SBATCH lines, later lines winning. An option
-    minihpc does not know is an error on a #MINIHPC line, and a warning on an #SBATCH line (a
-    Slurm script's --mem or --account has no meaning here); a bad value is always an error."""
+    minihpc cannot honour is an error that names it (a job must not land where it did not ask
+    to), except the advisory ones (ADVISORY: mail, account...); a bad value is an error too."""
     header = Header(HeaderParser("").parse_args([]))
     for prefix, words in header_lines(text):
         parser = HeaderParser(prefix)
-        if prefix == "#MINIHPC":
-            parser.parse_args(words, namespace=header.options)
-            continue
         _, unknown = parser.parse_known_args(words, namespace=header.options)
         if unknown:
-            header.warnings.append(f"{prefix} {' '.join(unknown)}: not an option minihpc supports; ignored")
+            raise UsageError(f"{prefix} {' '.join(unknown)}: not an option minihpc supports (it cannot honour it, "
+                             "so the job is not queued; the README's Slurm table lists what is)")
     return header
 
 
@@ -128,14 +152,16 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         value = getattr(header.options, name) if value is None else value
         return default if value is None else value
 
-    nodes = int(pick("nodes", 1))
+    nodelist = expand_hostlist(pick("nodelist")) if pick("nodelist") else []
+    nodes = int(pick("nodes", max(1, len(nodelist))))
+    tpn = tasks_per_node(nodes, pick("ntasks"), pick("ntasks_per_node"))
     progress_timeout, dependency = pick("progress_timeout"), pick("dependency")
     return Request(
         script=script,
         text=text,
         args=list(args),
         nodes=nodes,
-        tasks_per_node=tasks_per_node(nodes, pick("ntasks"), pick("ntasks_per_node")),
+        tasks_per_node=tpn,
         priority=Priority(pick("priority", Priority.NORMAL.value)),
         time_limit=parse_time_limit(pick("time", "UNLIMITED")),
         progress_timeout=parse_time_limit(progress_timeout) if progress_timeout else None,
@@ -153,10 +179,13 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         if pick("begin") else None,
         requeue=pick("requeue", True),
         cold=bool(pick("cold", False)),
-        mem_bytes=parse_mem(pick("mem")) if pick("mem") else 0,
-        gpus=parse_gres(pick("gres")) if pick("gres") else 0,
+        mem_bytes=node_memory(pick("mem"), pick("mem_per_cpu"), tpn * int(pick("cpus_per_task", 1))),
+        gpus=node_gpus(pick("gres"), pick("gpus_per_node"), pick("gpus"), pick("gpus_per_task"), nodes, tpn),
         partition=pick("partition", ""),
         array=parse_array(pick("array")) if pick("array") else None,
+        hold=bool(pick("hold", False)),
+        nodelist=nodelist,
+        exclude=expand_hostlist(pick("exclude")) if pick("exclude") else [],
     )
 
 
@@ -164,3 +193,45 @@ def _at_least_one(value: int, option: str) -> int:
     if int(value) < 1:
         raise UsageError(f"{option} must be at least 1, got {value}")
     return int(value)
+
+
+def node_memory(mem: str | None, per_cpu: str | None, cpus: int) -> int:
+    """Bytes a node must have: ``--mem``, or ``--mem-per-cpu`` times the CPUs the job uses on
+    each node; Slurm refuses both at once."""
+    if mem and per_cpu:
+        raise UsageError("--mem and --mem-per-cpu are mutually exclusive")
+    if per_cpu:
+        return parse_mem(per_cpu) * cpus
+    return parse_mem(mem) if mem else 0
+
+
+def _count(text: str, option: str) -> int:
+    """``N``, ``gpu:N`` or ``gpu:TYPE:N`` -> N."""
+    parts = text.strip().split(":")
+    if parts[-1].isdigit() and (len(parts) == 1 or (parts[0] == "gpu" and len(parts) <= 3)):
+        return int(parts[-1])
+    raise UsageError(f"invalid {option} {text!r}: expected N or gpu:N")
+
+
+def node_gpus(gres: str | None, per_node: str | None, total: str | None, per_task: str | None, nodes: int,
+              tasks: int) -> int:
+    """GPUs each node must have, from whichever of Slurm's GPU options is given (one only)."""
+    given = [(o, v) for o, v in (("--gres", gres), ("--gpus-per-node", per_node), ("--gpus", total),
+                                  ("--gpus-per-task", per_task)) if v]
+    if len(given) > 1:
+        raise UsageError(f"give one of --gres, --gpus-per-node, --gpus, --gpus-per-task, not {given[0][0]} "
+                         f"and {given[1][0]}")
+    if not given:
+        return 0
+    option, value = given[0]
+    if option == "--gres":
+        return parse_gres(value)
+    count = _count(value, option)
+    if option == "--gpus-per-node":
+        return count
+    if option == "--gpus-per-task":
+        return count * tasks
+    if count % nodes:
+        raise UsageError(f"--gpus {count} does not divide evenly over {nodes} nodes; minihpc gives every node "
+                         "the same number (use --gpus-per-node)")
+    return count // nodes

@@ -12,6 +12,9 @@ from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
+from minihpc.core.job_control import HELD_REASON
+from minihpc.core.parsing import compress_hostlist
+from minihpc.core.scheduler import plan
 from minihpc.core.models import Job, NodeStatus, Priority
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus, refusal
@@ -47,6 +50,9 @@ class Request:
     gpus: int = 0
     partition: str = ""
     array: ArraySpec | None = None
+    hold: bool = False  # sbatch -H/--hold: recorded held, started only once released
+    nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on
+    exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
     tree: bytes | None = None  # the working tree's tar archive (client.tree); script is a path inside it
 
 
@@ -164,6 +170,38 @@ def check_dependency(store: Store, stored: list[str]) -> None:
         raise UsageError(f"dependency {missing[0].stored()} names job {missing[0].key}, which does not exist")
 
 
+def requested(request: Request, **where) -> Job:
+    """The job record ``request`` asks for; ``where``: what only the submit knows (its id,
+    name, spooled script, directories, time)."""
+    return Job(
+        user=request.user or login_name(),
+        args=list(request.args),
+        nodes_requested=request.nodes,
+        tasks_per_node=request.tasks_per_node,
+        priority=request.priority,
+        time_limit=request.time_limit,
+        progress_timeout=request.progress_timeout,
+        dependency=list(request.dependency),
+        launch=request.launch,
+        cpus_per_task=request.cpus_per_task,
+        output=request.output,
+        error=request.error,
+        environment=dict(request.environment),
+        warn_signal=request.warn_signal,
+        begin_at=request.begin_at,
+        requeue=request.requeue,
+        cold=request.cold,
+        mem_bytes=request.mem_bytes,
+        gpus=request.gpus,
+        partition=request.partition,
+        nodelist=list(request.nodelist),
+        exclude=list(request.exclude),
+        held_by=(request.user or login_name()) if request.hold else None,
+        reason=HELD_REASON if request.hold else "None",
+        **where,
+    )
+
+
 def submit(store: Store, request: Request) -> Job:
     """Record the job; the script is copied now, so later edits do not change it. With
     ``request.array``, one job per index (client.arrays): the task whose id is the array's is
@@ -188,39 +226,42 @@ def submit(store: Store, request: Request) -> Job:
         workdir = os.path.join(spool, TREE_DIR)
         tree.unpack(request.tree, workdir)
         source = os.path.normpath(os.path.join(workdir, request.script))
-    job = Job(
-        id=job_id,
-        name=request.name or name or os.path.basename(source),
-        user=request.user or login_name(),
-        script=copy,
-        script_source=source,
-        script_sha256=hashlib.sha256(data).hexdigest(),
-        args=list(request.args),
-        nodes_requested=request.nodes,
-        tasks_per_node=request.tasks_per_node,
-        priority=request.priority,
-        time_limit=request.time_limit,
-        progress_timeout=request.progress_timeout,
-        dependency=list(request.dependency),
-        launch=request.launch,
-        workdir=spool if request.workdir == SPOOL_WORKDIR else request.workdir or (workdir if in_tree else os.getcwd()),
-        submit_dir=spool if request.workdir == SPOOL_WORKDIR else workdir if in_tree else os.getcwd(),
-        submitted_at=time.time(),
-        cpus_per_task=request.cpus_per_task,
-        output=request.output,
-        error=request.error,
-        environment=dict(request.environment),
-        warn_signal=request.warn_signal,
-        begin_at=request.begin_at,
-        requeue=request.requeue,
-        cold=request.cold,
-        mem_bytes=request.mem_bytes,
-        gpus=request.gpus,
-        partition=request.partition,
-    )
+    submit_dir = spool if request.workdir == SPOOL_WORKDIR else workdir if in_tree else os.getcwd()
+    job = requested(request, id=job_id, name=request.name or name or os.path.basename(source), script=copy,
+                    script_source=source, script_sha256=hashlib.sha256(data).hexdigest(),
+                    workdir=submit_dir if request.workdir in ("", SPOOL_WORKDIR) else request.workdir,
+                    submit_dir=submit_dir, submitted_at=time.time())
     if request.array is None:
         store.add_job(job)
         return job
     tasks = arrays.spool_tasks(job, request.array, cluster["spool_dir"])
     store.add_jobs(tasks)  # all or none: the array is recorded in one transaction
     return next(t for t in tasks if t.id == job_id)
+
+
+def test_only(store: Store, request: Request, now: float | None = None) -> str:
+    """``sbatch --test-only``: the request checked as a submit checks it, and when the master's
+    backfill plan would start it, in sbatch's words; nothing is recorded or spooled."""
+    now = time.time() if now is None else now
+    text = request.text if request.text is not None else read_script(os.path.abspath(request.script))
+    check_script(text, os.path.basename(request.script_name or request.script))
+    cluster, nodes = store.cluster_info(), store.node_statuses()
+    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
+    check_placement(request, cluster, nodes)
+    check_dependency(store, request.dependency)
+    probe = requested(request, id=0, name=request.name or "test-only", script="", script_source="",
+                      script_sha256="", submitted_at=now)
+    pending = store.pending_jobs()
+    deps = store.dependency_states({d for job in [*pending, probe] for d in dependencies.refs(job.dependency)})
+    partitions = Partitions.from_record(cluster)
+    decided = plan([*pending, probe], nodes, store.running_jobs(), deps, now, partitions, published_cpus(cluster))
+    where = f"in partition {partitions.effective(request.partition)}"
+    processors = request.nodes * request.tasks_per_node * request.cpus_per_task
+    placed = dict(decided.starts).get(0)
+    start = now if placed is not None else decided.promised.get(0)
+    if start is None:
+        return (f"sbatch: Job would wait with no start it can be promised (a dependency, a hold, --begin, or "
+                f"jobs without a time limit ahead of it), using {processors} processors {where}")
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start))
+    on = f" on nodes {compress_hostlist(list(placed))}" if placed else ""
+    return f"sbatch: Job to start at {at} using {processors} processors{on} {where}"

@@ -129,6 +129,8 @@ class Job:
     mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
     gpus: int = 0  # --gres=gpu:N: GPUs each node must have
     partition: str = ""  # -p: the node group it runs in, "" : the default partition
+    nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on (with others, up to -N)
+    exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
     array_job_id: int | None = None  # --array: the array's job id (its last task's, as Slurm), None : not in an array
     array_task_id: int | None = None  # --array: this task's index
     array_spec: str = ""  # --array: the indexes as given, without the %limit (for SLURM_ARRAY_TASK_COUNT...)
@@ -148,7 +150,7 @@ class Job:
     started_at: float | None = None
     ended_at: float | None = None
 
-    _LISTS = ("args", "dependency", "nodes")
+    _LISTS = ("args", "dependency", "nodes", "nodelist", "exclude")
     _DICTS = ("environment",)
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
              "gpus", "array_limit")

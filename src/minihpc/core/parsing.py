@@ -12,7 +12,8 @@ _UNLIMITED = {"unlimited", "infinite", "inf", "none"}
 
 
 def parse_time_limit(text: str) -> float | None:
-    """Slurm's time formats to seconds; ``UNLIMITED`` gives None.
+    """Slurm's time formats to seconds; ``UNLIMITED`` and 0 give None (``man sbatch``: "A time
+    limit of zero requests that no time limit be imposed").
 
     >>> parse_time_limit("90"), parse_time_limit("1:30"), parse_time_limit("1-00")
     (5400.0, 90.0, 86400.0)
@@ -21,9 +22,9 @@ def parse_time_limit(text: str) -> float | None:
     if raw.lower() in _UNLIMITED:
         return None
     seconds = _parse_time(raw)
-    if seconds is None or seconds <= 0:
+    if seconds is None or seconds < 0:
         raise UsageError(f"invalid time limit {text!r}: expected {_TIME_FORMS}")
-    return float(seconds)
+    return float(seconds) if seconds else None
 
 
 def _parse_time(raw: str) -> float | None:

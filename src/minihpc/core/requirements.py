@@ -44,6 +44,8 @@ class Needs(Protocol):
     gpus: int
     tasks_per_node: int
     cpus_per_task: int
+    nodelist: list[str]
+    exclude: list[str]
 
 
 def format_mem(count: int) -> str:
@@ -92,7 +94,10 @@ def refusal(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeSt
     if unknown:
         return unknown
     name = partitions.effective(partition)
-    members = [n for n in nodes if partitions.contains(name, n.name)]
+    why = _named_nodes(job, nodes_requested, name, nodes, partitions, cpus_override)
+    if why:
+        return why
+    members = [n for n in nodes if partitions.contains(name, n.name) and n.name not in job.exclude]
     where = f" in partition {name!r}" if partition or partitions.groups else ""
     most_gpus = max((n.gpus for n in members), default=0)
     if job.gpus > most_gpus:
@@ -110,7 +115,30 @@ def refusal(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeSt
     if nodes_requested > fitting:
         plural = "s" if nodes_requested != 1 else ""
         if fitting == len(members):
-            return f"job needs {nodes_requested} node{plural}; partition {name!r} has {fitting}"
+            besides = " besides the ones -x excludes" if job.exclude else ""
+            return f"job needs {nodes_requested} node{plural}; partition {name!r} has {fitting}{besides}"
         return (f"job needs {nodes_requested} node{plural}{where} with its --mem, --gres and CPUs; "
                 f"{fitting} of the {len(members)} have them")
+    return None
+
+
+def _named_nodes(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeStatus], partitions: Partitions,
+                 cpus_override: int) -> str | None:
+    """Why ``-w``/``-x`` can never be met, or None: a name no node has, a node in both, one
+    outside the partition or lacking what the job needs, or more nodes named than ``-N``."""
+    known = {n.name: n for n in nodes}
+    for option, listed in (("-w/--nodelist", job.nodelist), ("-x/--exclude", job.exclude)):
+        missing = [x for x in listed if x not in known]
+        if missing:
+            return f"{option}: invalid node name specified: {','.join(missing)}"
+    both = sorted(set(job.nodelist) & set(job.exclude))
+    if both:
+        return f"{','.join(both)} is both required (-w) and excluded (-x)"
+    if len(job.nodelist) > nodes_requested:
+        return f"-w names {len(job.nodelist)} nodes, more than the job's {nodes_requested} (-N)"
+    for x in job.nodelist:
+        if not partitions.contains(partition, x):
+            return f"-w/--nodelist: {x} is not in partition {partition!r}"
+        if not fits(job, known[x], cpus_override):
+            return f"-w/--nodelist: {x} lacks what the job needs on each node (--mem, --gres, CPUs)"
     return None

@@ -100,35 +100,41 @@ class Profile:
         end = start + duration
         return all(e <= start or s >= end for s, e in self.busy[node])
 
-    def earliest(self, count: int, duration: float, nodes: list[str] | None = None) -> float | None:
-        """First time at which ``count`` of ``nodes`` (default: all) stay free for
-        ``duration``; None if never. Only ``now`` and reservation ends can be such a time."""
+    def earliest(self, count: int, duration: float, nodes: list[str] | None = None,
+                 required: tuple[str, ...] = ()) -> float | None:
+        """First time at which ``count`` of ``nodes`` (default: all), every one of ``required``
+        among them, stay free for ``duration``; None if never. Only ``now`` and reservation
+        ends can be such a time."""
         nodes = list(self.busy) if nodes is None else nodes
         ends = {e for n in nodes for _, e in self.busy[n] if self.now < e < INF}
         for t in sorted({self.now, *ends}):
-            if sum(self.free(n, t, duration) for n in nodes) >= count:
+            if all(self.free(n, t, duration) for n in required) and \
+                    sum(self.free(n, t, duration) for n in nodes) >= count:
                 return t
         return None
 
-    def reserve(self, start: float, count: int, duration: float, nodes: list[str] | None = None) -> list[str]:
-        """Reserve ``count`` of ``nodes`` free over [start, start + duration) and return them:
-        in ``nodes`` order at ``now``; later, those busy until closest before ``start`` first,
-        which leaves the longest-idle nodes to backfill."""
+    def reserve(self, start: float, count: int, duration: float, nodes: list[str] | None = None,
+                required: tuple[str, ...] = ()) -> list[str]:
+        """Reserve ``count`` of ``nodes`` free over [start, start + duration), ``required``
+        first, and return them: in ``nodes`` order at ``now``; later, those busy until closest
+        before ``start`` first, which leaves the longest-idle nodes to backfill."""
         nodes = list(self.busy) if nodes is None else nodes
-        free = [n for n in nodes if self.free(n, start, duration)]
+        free = [n for n in nodes if n not in required and self.free(n, start, duration)]
         if start > self.now:
             free.sort(key=lambda n: -max((e for _, e in self.busy[n] if e <= start), default=-INF))
-        chosen = free[:count]
+        chosen = [*required, *free][:max(count, len(required))]
         for n in chosen:
             self.busy[n].append((start, start + duration))
         return chosen
 
-    def hold(self, count: int, nodes: list[str]) -> None:
-        """Reserve, from now on, the ``count`` of ``nodes`` that are free for good soonest."""
+    def hold(self, count: int, nodes: list[str], required: tuple[str, ...] = ()) -> None:
+        """Reserve, from now on, ``required`` and the rest of ``count`` of ``nodes`` that are
+        free for good soonest."""
         def free_for_good(n: str) -> float:
             return max((e for _, e in self.busy[n]), default=self.now)
 
-        for n in sorted(nodes, key=free_for_good)[:count]:
+        others = sorted((n for n in nodes if n not in required), key=free_for_good)
+        for n in [*required, *others][:max(count, len(required))]:
             self.busy[n].append((self.now, INF))
 
 
@@ -151,7 +157,8 @@ def eligible(job: Job, nodes: list[NodeStatus], partitions: Partitions, cpus_ove
     in its partition, with its memory, GPUs and CPUs (core.requirements.fits). Nodes with fewer
     GPUs come first, so a job that needs none leaves GPU nodes to the jobs that do."""
     part = partitions.effective(job.partition)
-    ok = [n for n in nodes if n.schedulable and partitions.contains(part, n.name) and fits(job, n, cpus_override)]
+    ok = [n for n in nodes if n.schedulable and partitions.contains(part, n.name) and fits(job, n, cpus_override)
+          and n.name not in job.exclude]
     return [n.name for n in sorted(ok, key=lambda n: n.gpus)]
 
 
@@ -200,15 +207,16 @@ def plan(
             result.cancels[job.id] = why
             continue
         candidates = eligible(job, nodes, partitions, cpus_override)
-        if why is None and len(candidates) < job.nodes_requested:
+        required = tuple(job.nodelist)
+        if why is None and (len(candidates) < job.nodes_requested or not set(required) <= set(candidates)):
             why = NOT_AVAILABLE
         if why is not None:
             result.reasons[job.id] = why
             continue
         duration = job.time_limit if job.time_limit is not None else INF
-        start = profile.earliest(job.nodes_requested, duration, candidates)
+        start = profile.earliest(job.nodes_requested, duration, candidates, required)
         if start == now:
-            result.starts.append((job.id, profile.reserve(now, job.nodes_requested, duration, candidates)))
+            result.starts.append((job.id, profile.reserve(now, job.nodes_requested, duration, candidates, required)))
             if job.array_job_id is not None:
                 array_running[job.array_job_id] += 1
             continue
@@ -218,9 +226,9 @@ def plan(
         if start is None:
             # No start can be promised (it waits on jobs without time limits): hold its
             # nodes from now on, so that only nodes it could never need go to others.
-            profile.hold(job.nodes_requested, candidates)
+            profile.hold(job.nodes_requested, candidates, required)
         else:
-            profile.reserve(start, job.nodes_requested, duration, candidates)
+            profile.reserve(start, job.nodes_requested, duration, candidates, required)
     return result
 
 

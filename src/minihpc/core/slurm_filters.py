@@ -79,12 +79,19 @@ class JobFilter:
     states: frozenset[JobState] | None = None
     names: frozenset[str] | None = None
     refs: tuple[JobRef, ...] | None = None
+    partitions: frozenset[str] | None = None
+    """squeue -p: the job's partition, "" standing for ``default_partition``."""
+    nodes: frozenset[str] | None = None
+    """squeue -w: jobs that hold one of these nodes."""
+    default_partition: str = ""
 
     def matches(self, job: Job) -> bool:
         return ((self.ids is None or job.id in self.ids)
                 and (self.users is None or job.user in self.users)
                 and (self.states is None or job.state in self.states)
-                and (self.names is None or job.name in self.names))
+                and (self.names is None or job.name in self.names)
+                and (self.partitions is None or (job.partition or self.default_partition) in self.partitions)
+                and (self.nodes is None or bool(self.nodes & set(job.nodes))))
 
     @property
     def empty(self) -> bool:
