@@ -1,6 +1,7 @@
 """Placement options on a real local cluster of its own, with partitions configured
-(MINIHPC_PARTITIONS) and nodes that register no GPUs: -p/--partition, --begin, --mem,
---gres=gpu:N and --no-requeue as man sbatch describes them."""
+(MINIHPC_PARTITIONS), node features (MINIHPC_NODE_FEATURES) and nodes that register no GPUs:
+-p/--partition, -C/--constraint, --begin, --mem, --gres=gpu:N and --no-requeue as man sbatch
+describes them."""
 
 import shutil
 import time
@@ -15,6 +16,7 @@ from tests.integration.test_requeue import kill_node
 pytestmark = pytest.mark.integration
 
 PARTITIONS = "debug=worker-node-[1-2];solo=master-node"
+FEATURES = "worker-node-[1-2]=ib;worker-node-2=big"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def placed(tmp_path_factory):
         pytest.fail("redis-server is not installed; make test installs it (scripts/host-deps.sh test)")
     state = tmp_path_factory.mktemp("placed")
     c = Cluster(state, free_port())
-    c.env.update(MINIHPC_PARTITIONS=PARTITIONS, MINIHPC_NODE_GPUS="0")
+    c.env.update(MINIHPC_PARTITIONS=PARTITIONS, MINIHPC_NODE_GPUS="0", MINIHPC_NODE_FEATURES=FEATURES)
     c.cli("up", "--local", "--workers", 2, "--port", c.port, "--state-dir", state, "--api-port", 0)
     wait_until(lambda: len(c.nodes()) == 3 and all(n["state"] == "idle" for n in c.nodes()), timeout=60,
                message="three idle nodes")
@@ -52,6 +54,19 @@ def test_a_partition_restricts_the_nodes_and_names_itself(placed):
     assert nodes["worker-node-1"]["partitions"] == ["main", "debug"] and nodes["worker-node-1"]["gpus"] == 0
     table = c.cli("nodes").stdout
     assert "main*,solo" in table and "(null)" in table
+
+
+def test_a_constraint_runs_the_job_on_nodes_with_those_features(placed):
+    """sbatch -C ib&big: the one node with both; -C ib -N 2: the two with ib; more nodes than
+    have the features is refused at submit, naming the features there are."""
+    c = placed
+    job = c.submit("-C", "ib&big", "--wrap", 'echo "node=$SLURMD_NODENAME"')
+    assert c.wait(job)["state"] == "COMPLETED" and "node=worker-node-2" in output(c, job)
+    job = c.submit("--constraint=ib", "-N", 2, "--wrap", "true")
+    assert c.wait(job)["state"] == "COMPLETED" and sorted(c.show(job)["nodes"]) == ["worker-node-1", "worker-node-2"]
+    refused = c.cli("submit", "-C", "big", "-N", 2, "--wrap", "true", check=False)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused
+    assert "--constraint=big: 1 node(s) in partition 'main' have these features" in refused.stderr
 
 
 BEGIN = 10

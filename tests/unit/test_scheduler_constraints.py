@@ -2,6 +2,8 @@
 -p/--partition, --mem, --gres=gpu:N, -c/--cpus-per-task, --begin and --array=...%N (man sbatch),
 with conservative backfill kept per node."""
 
+import re
+
 from minihpc.core.models import Job, JobState, NodeStatus, Priority
 from minihpc.core.partitions import Partitions, parse
 from minihpc.core.scheduler import eligible, plan, should_requeue
@@ -169,8 +171,8 @@ def test_a_nodelist_or_exclude_that_can_never_hold_is_refused_at_submit():
     nodes = [node("n1", cpus=2), node("n2", cpus=2), node("n3", cpus=2)]
 
     def why(n=1, **needs):
-        base = dict(mem_bytes=0, gpus=0, tasks_per_node=1, cpus_per_task=1, nodelist=[], exclude=[])
-        return refusal(pending(0, **{**base, **needs}), n, "", nodes, ALL)
+        base = dict(mem_bytes=0, gpus=0, tasks_per_node=1, cpus_per_task=1, nodelist=[], exclude=[], constraint="")
+        return refusal(pending(0, **{**base, **needs}), n, "", nodes, parse("", features="n1=ib"))
 
     assert why(nodelist=["n9"]) == "-w/--nodelist: invalid node name specified: n9"
     assert why(exclude=["n1", "x"]) == "-x/--exclude: invalid node name specified: x"
@@ -179,3 +181,31 @@ def test_a_nodelist_or_exclude_that_can_never_hold_is_refused_at_submit():
     assert why(3, exclude=["n1"]) == "job needs 3 nodes; partition 'main' has 2 besides the ones -x excludes"
     assert why(2, nodelist=["n1"], exclude=["n3"]) is None
     assert why(nodelist=["n2"], tasks_per_node=4) is not None
+    assert why(2, constraint="ib") == ("--constraint=ib: 1 node(s) in partition 'main' have these features, the job "
+                                       "needs 2 (features there: ib)")
+    assert why(1, constraint="ib") is None
+    assert why(nodelist=["n2"], constraint="ib").startswith("-w/--nodelist: n2 lacks")
+
+
+def test_constraint_places_the_job_on_nodes_with_those_features():
+    """man sbatch, -C/--constraint: "Nodes can have features assigned to them by the Slurm
+    administrator"; & and | with parentheses; matching OR and counts are refused."""
+    import pytest
+
+    from minihpc.core.errors import UsageError
+    from minihpc.core.features import check_constraint, parse_features, satisfies
+
+    parts = parse("", features="n[1-2]=ib,big;n3=small")
+    assert parts.features == {"n1": {"ib", "big"}, "n2": {"ib", "big"}, "n3": {"small"}}
+    nodes = [node("n1"), node("n2"), node("n3")]
+    p = plan([pending(1, constraint="small"), pending(2, constraint="(ib|opa)&big"), pending(3, constraint="gpu")],
+             nodes, [], {}, NOW, parts)
+    assert p.starts == [(1, ["n3"]), (2, ["n1"])] and p.reasons == {3: "ReqNodeNotAvail"}
+    assert satisfies("", frozenset()) and not satisfies("a&b", frozenset({"a"})) and satisfies("a|b", frozenset("b"))
+    for bad, why in (("[a|b]", "matching OR"), ("a*2", "counts"), ("a&", "ends too soon"), ("(a", "not closed"),
+                     ("a b", "unexpected 'b'"), ("", "needs a feature")):
+        with pytest.raises(UsageError, match=re.escape(why)):
+            check_constraint(bad)
+    with pytest.raises(UsageError, match="invalid node features 'n1'"):
+        parse_features("n1")
+    assert Partitions.from_record(parts.to_record()) == parts  # published in the cluster record as it is

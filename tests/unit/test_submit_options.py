@@ -40,7 +40,7 @@ def test_an_option_minihpc_cannot_honour_is_refused_and_advisory_ones_are_accept
     header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G --mail-type=END\n#SBATCH --account a1\n"
                           "#SBATCH -A a2\n#SBATCH --exclusive\n#SBATCH --mail-user me@x\nsrun x\n")
     assert header.options.nodes == 2 and header.options.mem == "4G" and header.warnings == []
-    for line in ("#SBATCH --qos high", "#SBATCH --constraint=v100", "#SBATCH --licenses=x:1"):
+    for line in ("#SBATCH --qos high", "#SBATCH --reservation=r1", "#SBATCH --licenses=x:1"):
         with pytest.raises(UsageError, match=f"{line}: not an option minihpc supports"):
             parse_header(f"#!/bin/bash\n{line}\n")
     with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid int value: 'two'"):

@@ -18,6 +18,7 @@ from minihpc.core.errors import UsageError
 from minihpc.core.models import Priority
 from minihpc.core.arrays import parse_array
 from minihpc.core.environment import parse_export
+from minihpc.core.features import check_constraint
 from minihpc.core.output_names import check_pattern
 from minihpc.core.parsing import expand_hostlist, header_lines, parse_time_limit
 from minihpc.core.requirements import parse_gres, parse_mem
@@ -98,6 +99,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--nodelist", default=None, metavar="HOSTLIST",
                    help="nodes the job must run on (node[1-3],login); -N defaults to their number")
     p.add_argument("-x", "--exclude", default=None, metavar="HOSTLIST", help="nodes the job must never run on")
+    p.add_argument("-C", "--constraint", default=None, metavar="FEATURES",
+                   help="node features the job needs: ib, ib&big, (ib|opa)&big (MINIHPC_NODE_FEATURES)")
     p.add_argument("-H", "--hold", action="store_const", const=True, default=None,
                    help="submit the job held: it starts only once released (scontrol release ID)")
     p.add_argument("--progress-timeout", default=None,
@@ -186,6 +189,7 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         hold=bool(pick("hold", False)),
         nodelist=nodelist,
         exclude=expand_hostlist(pick("exclude")) if pick("exclude") else [],
+        constraint=check_constraint(pick("constraint")) if pick("constraint") else "",
     )
 
 

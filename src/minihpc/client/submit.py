@@ -53,6 +53,7 @@ class Request:
     hold: bool = False  # sbatch -H/--hold: recorded held, started only once released
     nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on
     exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
+    constraint: str = ""  # -C: node features it needs
     tree: bytes | None = None  # the working tree's tar archive (client.tree); script is a path inside it
 
 
@@ -196,6 +197,7 @@ def requested(request: Request, **where) -> Job:
         partition=request.partition,
         nodelist=list(request.nodelist),
         exclude=list(request.exclude),
+        constraint=request.constraint,
         held_by=(request.user or login_name()) if request.hold else None,
         reason=HELD_REASON if request.hold else "None",
         **where,

@@ -76,6 +76,11 @@ PARTITIONS = ""
 ``debug=worker-node-[1-2];gpu=worker-node-3`` (see minihpc.core.partitions). Empty: only the
 default partition. The master publishes them in the cluster record."""
 
+NODE_FEATURES = ""
+"""Node features (MINIHPC_NODE_FEATURES): ``HOSTLIST=FEATURE,...`` items separated by ``;``, as
+``worker-node-[1-2]=ib,big;master-node=small`` (see minihpc.core.features): what ``sbatch
+--constraint`` selects on. The master publishes them in the cluster record."""
+
 DEFAULT_PARTITION = partitions.DEFAULT_PARTITION
 """Where a job without ``-p`` runs (MINIHPC_DEFAULT_PARTITION; slurm.conf's Default=YES). Not
 named in PARTITIONS, it holds every node."""
@@ -122,6 +127,7 @@ class Settings:
     keep_ended_days: float = KEEP_ENDED_DAYS
     partitions: str = PARTITIONS
     default_partition: str = DEFAULT_PARTITION
+    node_features: str = NODE_FEATURES
     node_gpus: int = NODE_GPUS
     speed_probe: bool = SPEED_PROBE
     crash_events: bool = CRASH_EVENTS
@@ -155,7 +161,7 @@ def shared_layout(shared_dir: str | Path, mode: str) -> dict[str, str]:
 def published_settings(settings: Settings) -> dict[str, str]:
     """The settings that go in the cluster record beside the layout: the limits every face
     checks a submission against, one value for the whole cluster whoever submits."""
-    parts = partitions.parse(settings.partitions, settings.default_partition)
+    parts = partitions.parse(settings.partitions, settings.default_partition, settings.node_features)
     return {"max_tasks_per_node": str(settings.max_tasks_per_node), **parts.to_record()}
 
 
@@ -181,7 +187,7 @@ def load_settings(config_file: str | None = None, env: dict | None = None) -> Se
         except OSError:
             pass
     settings = Settings(**{k: _coerce(k, v) for k, v in values.items()})
-    partitions.parse(settings.partitions, settings.default_partition)  # a bad one fails here, in any process
+    partitions.parse(settings.partitions, settings.default_partition, settings.node_features)  # a bad one fails here
     return settings
 
 
@@ -206,7 +212,7 @@ _COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job
 """Whole-number settings, with their least value."""
 
 
-_TEXTS = {"redis_url", "job_user", "partitions", "default_partition"}
+_TEXTS = {"redis_url", "job_user", "partitions", "default_partition", "node_features"}
 """Settings kept as text."""
 
 

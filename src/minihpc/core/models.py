@@ -131,6 +131,7 @@ class Job:
     partition: str = ""  # -p: the node group it runs in, "" : the default partition
     nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on (with others, up to -N)
     exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
+    constraint: str = ""  # -C/--constraint: the node features it needs (core.features), "" : any node
     array_job_id: int | None = None  # --array: the array's job id (its last task's, as Slurm), None : not in an array
     array_task_id: int | None = None  # --array: this task's index
     array_spec: str = ""  # --array: the indexes as given, without the %limit (for SLURM_ARRAY_TASK_COUNT...)

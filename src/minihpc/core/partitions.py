@@ -9,7 +9,9 @@ items separated by ``;``: ``debug=worker-node-[1-2];gpu=worker-node-3`` (host li
 setting does not name it, it is the implicit partition of *every* node, so a cluster with no
 partitions configured behaves as it always did; when it does, it has just the nodes listed.
 A node may be in several partitions. The master publishes both settings in the cluster record
-(:meth:`Partitions.to_record`), so the scheduler and every face read the same groups.
+(:meth:`Partitions.to_record`), so the scheduler and every face read the same groups; node
+features (MINIHPC_NODE_FEATURES, core.features) travel with them, the other way nodes are
+grouped for a job (``--constraint``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from minihpc.core.errors import UsageError
+from minihpc.core.features import features_record, parse_features, satisfies
 from minihpc.core.parsing import expand_hostlist
 
 DEFAULT_PARTITION = "main"
@@ -31,6 +34,12 @@ class Partitions:
     default: str = DEFAULT_PARTITION
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Configured partitions in the order given: name -> node names."""
+    features: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Node -> its features (core.features); a node not named has none."""
+
+    def meets(self, constraint: str, node: str) -> bool:
+        """Whether ``node``'s features satisfy ``constraint`` ("" : any node)."""
+        return satisfies(constraint, self.features.get(node, frozenset()))
 
     @property
     def names(self) -> list[str]:
@@ -63,16 +72,17 @@ class Partitions:
     def to_record(self) -> dict[str, str]:
         """The cluster record's fields (see :func:`from_record`)."""
         spec = ";".join(f"{name}={','.join(nodes)}" for name, nodes in self.groups.items())
-        return {"partitions": spec, "default_partition": self.default}
+        return {"partitions": spec, "default_partition": self.default, "node_features": features_record(self.features)}
 
     @classmethod
     def from_record(cls, cluster: dict[str, str]) -> Partitions:
         """The partitions a cluster record publishes (a record from before them: every node
         in the default partition)."""
-        return parse(cluster.get("partitions", ""), cluster.get("default_partition") or DEFAULT_PARTITION)
+        return parse(cluster.get("partitions", ""), cluster.get("default_partition") or DEFAULT_PARTITION,
+                     cluster.get("node_features", ""))
 
 
-def parse(spec: str, default: str = DEFAULT_PARTITION) -> Partitions:
+def parse(spec: str, default: str = DEFAULT_PARTITION, features: str = "") -> Partitions:
     """``debug=worker-node-[1-2];gpu=worker-node-3`` as Partitions; UsageError naming the
     first item that is not ``NAME=HOSTLIST`` or a name given twice."""
     if not _NAME.fullmatch(default):
@@ -88,4 +98,4 @@ def parse(spec: str, default: str = DEFAULT_PARTITION) -> Partitions:
         if not nodes:
             raise UsageError(f"partition {name!r} has no nodes (in {item!r})")
         groups[name] = nodes
-    return Partitions(default, groups)
+    return Partitions(default, groups, parse_features(features))

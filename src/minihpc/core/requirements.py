@@ -46,6 +46,7 @@ class Needs(Protocol):
     cpus_per_task: int
     nodelist: list[str]
     exclude: list[str]
+    constraint: str
 
 
 def format_mem(count: int) -> str:
@@ -98,6 +99,13 @@ def refusal(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeSt
     if why:
         return why
     members = [n for n in nodes if partitions.contains(name, n.name) and n.name not in job.exclude]
+    if job.constraint:
+        having = [n for n in members if partitions.meets(job.constraint, n.name)]
+        if len(having) < nodes_requested:
+            known = sorted({f for n in members for f in partitions.features.get(n.name, ())})
+            return (f"--constraint={job.constraint}: {len(having)} node(s) in partition {name!r} have these features, "
+                    f"the job needs {nodes_requested} (features there: {', '.join(known) or 'none'})")
+        members = having
     where = f" in partition {name!r}" if partition or partitions.groups else ""
     most_gpus = max((n.gpus for n in members), default=0)
     if job.gpus > most_gpus:
@@ -139,6 +147,6 @@ def _named_nodes(job: Needs, nodes_requested: int, partition: str, nodes: list[N
     for x in job.nodelist:
         if not partitions.contains(partition, x):
             return f"-w/--nodelist: {x} is not in partition {partition!r}"
-        if not fits(job, known[x], cpus_override):
-            return f"-w/--nodelist: {x} lacks what the job needs on each node (--mem, --gres, CPUs)"
+        if not fits(job, known[x], cpus_override) or not partitions.meets(job.constraint, x):
+            return f"-w/--nodelist: {x} lacks what the job needs on each node (--mem, --gres, CPUs, --constraint)"
     return None

@@ -158,7 +158,7 @@ def eligible(job: Job, nodes: list[NodeStatus], partitions: Partitions, cpus_ove
     GPUs come first, so a job that needs none leaves GPU nodes to the jobs that do."""
     part = partitions.effective(job.partition)
     ok = [n for n in nodes if n.schedulable and partitions.contains(part, n.name) and fits(job, n, cpus_override)
-          and n.name not in job.exclude]
+          and n.name not in job.exclude and partitions.meets(job.constraint, n.name)]
     return [n.name for n in sorted(ok, key=lambda n: n.gpus)]
 
 
