@@ -40,3 +40,13 @@ def test_sruns_stdin_output_and_redirections_are_slurms(idle_cluster, tmp_path):
     assert "batch done" in log
     wait_until(lambda: not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "yes"], timeout=15,
                message="srun's tasks killed once its reader went")
+
+
+def test_run_gives_its_stdin_to_every_task(idle_cluster):
+    """man srun, outside an allocation too: stdin goes to all tasks (`echo hi | srun -N 3 cat`);
+    without stdin (here /dev/null) each task reads an end at once."""
+    out = idle_cluster.cli("run", "-N", 3, "bash", "-c", 'echo "$SLURMD_NODENAME read $(cat)"', input="hello\n",
+                           timeout=120)
+    assert sorted(out.stdout.splitlines()) == [f"{n} read hello" for n in NODES], out
+    empty = idle_cluster.cli("run", "-N", 2, "bash", "-c", 'echo "read [$(cat)]"', timeout=120)
+    assert empty.stdout.splitlines() == ["read []"] * 2, empty

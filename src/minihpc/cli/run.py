@@ -5,6 +5,8 @@ allocation in which to run the parallel job").
 
 It is a batch job of one line, ``exec srun COMMAND``, followed until it ends: the job's
 output is the tasks', in the order the nodes wrote it, less the agents' own ``===`` notes.
+Its stdin is the job's: what ``run`` reads goes to the job's input stream, which is the batch
+script's stdin, which srun gives to every task (``echo hi | minihpc run -N 2 cat``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import os
 import shlex
 import sys
+import threading
 
 from minihpc.client import access, logs, options
 from minihpc.client.session import open_store
@@ -21,6 +24,10 @@ from minihpc.core.batch import BATCH, wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import UsageError
 from minihpc.core.models import JobState
+from minihpc.state.connect import REDIS_ERRORS
+
+CHUNK = 64 * 1024
+"""Bytes of stdin read and sent at a time."""
 
 
 def run_script(command: list[str]) -> str:
@@ -46,8 +53,10 @@ def cmd_run(args, settings: Settings) -> int:
                               env=dict(os.environ))
     store = open_store(settings)
     request.user = access.for_cli(store).user
+    request.stdin = True
     job = submit(store, request)
     print(f"srun: job {job.id} queued and waiting for resources", file=sys.stderr)
+    threading.Thread(target=forward_stdin, args=(store, job.id), daemon=True).start()
     try:
         for _node, line in logs.follow(store, job.id):
             if not (line.startswith("=== ") and line.endswith(" ===")):
@@ -59,6 +68,22 @@ def cmd_run(args, settings: Settings) -> int:
     if job.state is not JobState.COMPLETED:
         print(f"srun: job {job.id} {job.state.value} ({job.reason})", file=sys.stderr)
     return exit_status(job.state, job.exit_code)
+
+
+def forward_stdin(store, job_id: int, source: int = 0) -> None:
+    """What this process reads on ``source`` to the job's input stream, then its end. An
+    outage ends it quietly (the tasks then see no more input)."""
+    try:
+        while True:
+            try:
+                chunk = os.read(source, CHUNK)
+            except OSError:
+                chunk = b""
+            store.write_input(job_id, 0, None, chunk or None)
+            if not chunk:
+                return
+    except REDIS_ERRORS:
+        pass
 
 
 def add_parsers(sub) -> None:

@@ -54,6 +54,7 @@ class Request:
     nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on
     exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
     constraint: str = ""  # -C: node features it needs
+    stdin: bool = False  # minihpc run: the script reads the job's input stream
     tree: bytes | None = None  # the working tree's tar archive (client.tree); script is a path inside it
 
 
@@ -198,6 +199,7 @@ def requested(request: Request, **where) -> Job:
         nodelist=list(request.nodelist),
         exclude=list(request.exclude),
         constraint=request.constraint,
+        stdin=request.stdin,
         held_by=(request.user or login_name()) if request.hold else None,
         reason=HELD_REASON if request.hold else "None",
         **where,

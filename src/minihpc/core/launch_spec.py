@@ -47,6 +47,7 @@ class LaunchSpec:
     warn_signal: str = ""  # --signal's "[B:]SIG@SECS" (core.signals)
     cold: bool = False  # --cold: torchrun in a new interpreter, not forked from the warm launcher
     partition: str = ""
+    stdin: bool = False  # the batch script reads the job's input stream (minihpc run's stdin)
     array_job_id: int | None = None
     array_task_id: int | None = None
     array_spec: str = ""

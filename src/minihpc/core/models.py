@@ -132,6 +132,7 @@ class Job:
     nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on (with others, up to -N)
     exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
     constraint: str = ""  # -C/--constraint: the node features it needs (core.features), "" : any node
+    stdin: bool = False  # minihpc run: the batch script's stdin is the job's input stream (its caller's stdin)
     array_job_id: int | None = None  # --array: the array's job id (its last task's, as Slurm), None : not in an array
     array_task_id: int | None = None  # --array: this task's index
     array_spec: str = ""  # --array: the indexes as given, without the %limit (for SLURM_ARRAY_TASK_COUNT...)
@@ -156,7 +157,7 @@ class Job:
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
              "gpus", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
-    _BOOLS = ("requeue", "cold")
+    _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
 

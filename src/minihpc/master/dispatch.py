@@ -50,6 +50,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             warn_signal=job.warn_signal,
             cold=job.cold,
             partition=partition,
+            stdin=job.stdin,
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id,
             array_spec=job.array_spec,

@@ -25,6 +25,7 @@ from minihpc.core.outcome import NodeResult, from_returncode
 from minihpc.machine.processes import teardown
 from minihpc.node import identity, job_output, jobdir, joblog
 from minihpc.node.job_signals import JobSignals
+from minihpc.node.stepio import InputPump
 from minihpc.node.stepserver import StepServer
 from minihpc.node.steprunner import JOB_BIN, StepRunner
 from minihpc.job.localnames import PORT_ENV as LOCAL_PORT_ENV
@@ -48,13 +49,13 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     private = jobdir.create(spec.job_id, spec.attempt, who, local=spec.master_addr in LOOPBACK)
     runner = StepRunner(spec, store, who, relay.input, private.bin, settings.kill_wait, settings.job_log_max)
-    server = script = None
+    server = script = pump = None
     stopped, left = None, 0
     try:
         if spec.node_rank == 0:
             server = StepServer(spec, store, private, who, settings.poll_interval)
             server.start()
-            script = _start_script(spec, private, relay, who)
+            script, pump = _start_script(spec, store, private, relay, who)
         signals = JobSignals(spec, store, lambda line: joblog.note(
             out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {line} ===\n"),
             tasks=runner.processes, shell=lambda: _alive(script))
@@ -66,6 +67,8 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
         if script is not None and script.poll() is None:
             teardown([script], settings.kill_wait)
             script.wait()
+        if pump is not None:
+            pump.stop()
         runner.stop()
         if server is not None:
             server.close()
@@ -82,8 +85,10 @@ def run(spec: LaunchSpec, store, settings: Settings, shutting_down: threading.Ev
     return NodeResult(code, sig, at=None), stopped, left
 
 
-def _start_script(spec: LaunchSpec, private: jobdir.JobDir, relay: joblog.Relay,
-                  who: identity.Identity | None) -> subprocess.Popen:
+def _start_script(spec: LaunchSpec, store, private: jobdir.JobDir, relay: joblog.Relay,
+                  who: identity.Identity | None) -> tuple[subprocess.Popen, InputPump | None]:
+    """The batch script, started; its stdin is the job's input stream (``minihpc run``'s stdin,
+    pumped in: the second value) or /dev/null."""
     env = job_env(spec, 0, dict(os.environ))
     env.update(batch_env(spec.nodes, spec.tasks_per_node, who.user if who else _login(), who.uid if who else None))
     if who is not None:  # the job user's own home and name, as Slurm's batch environment has
@@ -97,13 +102,27 @@ def _start_script(spec: LaunchSpec, private: jobdir.JobDir, relay: joblog.Relay,
         text = fh.read()
     argv = batch_argv(text, spec.script, spec.args)
     where = job_output.batch_script(spec)  # -o/-e: opened as the job's user
-    proc = subprocess.Popen(
-        where.wrap(argv) if where else argv, env=env, cwd=spec.workdir or None, stdout=relay.input,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        **(who.popen_kwargs() if who else {}),
-    )
+    stdin_r, stdin_w = os.pipe() if spec.stdin else (None, None)
+    try:
+        proc = subprocess.Popen(
+            where.wrap(argv) if where else argv, env=env, cwd=spec.workdir or None, stdout=relay.input,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL if stdin_r is None else stdin_r,
+            start_new_session=True, **(who.popen_kwargs() if who else {}),
+        )
+    except BaseException:
+        if stdin_w is not None:
+            os.close(stdin_w)
+        raise
+    finally:
+        if stdin_r is not None:
+            os.close(stdin_r)
     log.info("job %s attempt %s: batch script pid %s started on %s", spec.job_id, spec.attempt, proc.pid, spec.node)
-    return proc
+    if stdin_w is None:
+        return proc, None
+    pump = InputPump(stdin_w, lambda after, wait: store.read_input(spec.job_id, spec.attempt, None, after, wait),
+                     f"job {spec.job_id} stdin")
+    pump.start()
+    return proc, pump
 
 
 def _login() -> str:

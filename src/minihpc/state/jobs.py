@@ -303,7 +303,7 @@ class JobRecords:
 def _record_keys(job_id: int) -> tuple[str, ...]:
     """A job's record and telemetry keys: what forgetting an ended job deletes."""
     return (keys.job(job_id), keys.job_starts(job_id), keys.job_progress(job_id), keys.job_steps(job_id),
-            keys.job_series(job_id))
+            keys.job_series(job_id), keys.job_input(job_id))
 
 
 def _set_for(state: JobState | None) -> str | None:

@@ -177,12 +177,21 @@ JOB_STEP_OUTPUT = "minihpc:job:{0}:stepout:{1}:{2}"
 task and stream, as the nodes read it; srun's server relays it to srun."""
 
 
+JOB_INPUT = "minihpc:job:{0}:input"
+"""Stream: what ``minihpc run`` reads on its stdin, in chunks, then its end: the batch script's
+stdin, so srun gives it to the tasks (state.steps)."""
+
+
 def job_inbox(job_id: int, attempt: int, node: str) -> str:
     return JOB_INBOX.format(job_id, attempt, node)
 
 
 def job_step_ends(job_id: int, attempt: int, step: int) -> str:
     return JOB_STEP_ENDS.format(job_id, attempt, step)
+
+
+def job_input(job_id: int) -> str:
+    return JOB_INPUT.format(job_id)
 
 
 def job_step_input(job_id: int, attempt: int, step: int) -> str:

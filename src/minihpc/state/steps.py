@@ -123,17 +123,21 @@ class Steps:
             return TaskEnd.from_dict(json.loads(fields[b"e"]))
         return None
 
-    def write_input(self, job_id: int, attempt: int, step: int, data: bytes | None) -> None:
-        """A chunk of srun's stdin for the step's tasks; None: its end."""
+    def write_input(self, job_id: int, attempt: int, step: int | None, data: bytes | None) -> None:
+        """A chunk of srun's stdin for the step's tasks (``step`` None: of ``minihpc run``'s
+        stdin for the job's batch script); None: its end."""
+        key = keys.job_input(job_id) if step is None else keys.job_step_input(job_id, attempt, step)
         with self.r.pipeline() as pipe:
-            self._append(pipe, keys.job_step_input(job_id, attempt, step), {"d": data} if data is not None else {"eof": 1})
+            self._append(pipe, key, {"d": data} if data is not None else {"eof": 1})
             pipe.execute()
 
-    def read_input(self, job_id: int, attempt: int, step: int, after: str,
+    def read_input(self, job_id: int, attempt: int, step: int | None, after: str,
                    timeout: float) -> tuple[str, list[bytes | None]]:
-        """Chunks of a step's stdin past ``after`` (None for its end), and the new cursor. The
-        cursor is the caller's: every task reading stdin reads all of it."""
-        got = self.r.xread({keys.job_step_input(job_id, attempt, step): after}, count=64, block=_block_ms(timeout))
+        """Chunks of a step's stdin (``step`` None: the job's) past ``after`` (None for its
+        end), and the new cursor. The cursor is the caller's: every task reading stdin reads
+        all of it."""
+        key = keys.job_input(job_id) if step is None else keys.job_step_input(job_id, attempt, step)
+        got = self.r.xread({key: after}, count=64, block=_block_ms(timeout))
         chunks = []
         for entry_id, fields in got[0][1] if got else []:
             after = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
