@@ -21,17 +21,24 @@ from minihpc.client import access
 from minihpc.client import jobs as client_jobs
 from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
-from minihpc.core import training
+from minihpc.core import node_formats, training
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus, node_state_changes
+from minihpc.core.node_formats import reasons
 from minihpc.core.partitions import Partitions
 from minihpc.core.parsing import compress_hostlist
+from minihpc.core.sinfo_format import parse_format, sinfo_lines
+from minihpc.core.sinfo_layout import default_format, node_filter, partition_list
 from minihpc.state.events import INCIDENTS_KEPT
 from minihpc.state.store import Store
 
 REASON_HEADERS = ["REASON", "USER", "TIMESTAMP", "NODELIST"]
-NOT_RESPONDING = "Not responding"
+NOT_RESPONDING = node_formats.NOT_RESPONDING
 """sinfo's reason for a node that is DOWN without having been drained."""
+
+SINFO = "sinfo"
+"""The name under which ``nodes`` prints Slurm's layout by default; ``minihpc nodes`` keeps
+its own table unless ``-o`` or ``-s`` asks for sinfo's."""
 
 
 def _watch_nodes(store: Store, interval: float) -> int:
@@ -53,37 +60,6 @@ def _watch_nodes(store: Store, interval: float) -> int:
         return 0
 
 
-def _last(incidents: list[dict], node: str, kind: str, undone_by: str) -> dict | None:
-    """The newest ``kind`` incident of ``node`` (incidents come newest first), unless an
-    ``undone_by`` incident came after it (a "drained" from before the last "resumed")."""
-    for item in incidents:
-        if item.get("node") == node and item.get("kind") in (kind, undone_by):
-            return item if item["kind"] == kind else None
-    return None
-
-
-def reasons(nodes: list[NodeStatus], incidents: list[dict]) -> list[dict]:
-    """Drained and DOWN nodes with why, who and since when, as ``sinfo -R`` lists them.
-
-    Only the reason is stored with a drain; its time is that of its "drained" incident while
-    the incident log still holds it, and who drained it is known only if that incident names
-    a ``user``. A DOWN node that is not drained is "Not responding" since its "down"
-    incident, or else since its last heartbeat."""
-    out = []
-    for n in nodes:
-        if n.drain_reason is not None:
-            reason, seen = n.drain_reason, _last(incidents, n.name, "drained", "resumed")
-            since = seen["at"] if seen else None
-        elif not n.alive:
-            reason, seen = NOT_RESPONDING, _last(incidents, n.name, "down", "back")
-            since = seen["at"] if seen else n.last_heartbeat
-        else:
-            continue
-        out.append({"node": n.name, "state": n.state.value, "reason": reason,
-                    "user": (seen or {}).get("user"), "since": since})
-    return out
-
-
 def reason_rows(items: list[dict]) -> list[list[str]]:
     """One row per (reason, user, timestamp), its nodes as one compact NODELIST, as sinfo does."""
     groups: dict[tuple[str, str, str], list[str]] = {}
@@ -93,7 +69,63 @@ def reason_rows(items: list[dict]) -> list[list[str]]:
     return [[*key, compress_hostlist(names)] for key, names in groups.items()]
 
 
+def _drain_or_resume(store: Store, args) -> int:
+    client_nodes.known(store, (args.drain or []) + (args.resume or []))
+    who = access.for_cli(store)
+    if args.drain:
+        client_nodes.drain(store, args.drain, args.reason, who)
+    if args.resume:
+        client_nodes.resume(store, args.resume, who)
+    for name in args.drain or []:
+        print(f"drained {name}: it takes no new jobs ({args.reason})")
+    for name in args.resume or []:
+        print(f"resumed {name}: it takes jobs again; its restart history is cleared")
+    return 0
+
+
+def _check(nodes: list[NodeStatus], name: str) -> int:
+    state = {n.name: n for n in nodes}.get(name)
+    if state is None or not state.alive:
+        why = "is not registered" if state is None else "is DOWN (no heartbeat)"
+        print(f"minihpc nodes: node {name} {why}", file=sys.stderr)
+        return 1
+    print(f"{name} {state.state.value}")
+    return 0
+
+
+def _node_json(n: NodeStatus, partitions: Partitions) -> dict:
+    return {"name": n.name, "state": n.state.value, "addr": n.addr, "cpus": n.cpus, "memory_bytes": n.memory_bytes,
+            "gpus": n.gpus, "partitions": partitions.of_node(n.name),
+            "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics,
+            "cpu_model": n.cpu_model, "cpu_limit": n.cpu_limit, "gpu_model": n.gpu_model, "gflops": n.gflops,
+            "allreduce_gbps": n.allreduce_gbps}
+
+
+def _selected(nodes: list[NodeStatus], partitions: Partitions, wanted, only: list[str] | None) -> list[NodeStatus]:
+    """The nodes ``-n``/``-t`` (``wanted``) and ``-p`` (``only``) leave, for minihpc's own
+    views; sinfo's layout filters as it groups."""
+    return [n for n in nodes if wanted(n) and (only is None or set(only) & set(partitions.of_node(n.name)))]
+
+
+def _table(args, nodes: list[NodeStatus], partitions: Partitions, wanted, only: list[str] | None) -> list[str]:
+    """The lines of the node view: sinfo's layout under its name or with ``-o``/``-s``, else
+    minihpc's own table (``-l``: the hardware one); ``-p``/``-n``/``-t`` filter either."""
+    if args.format or args.summarize or getattr(args, "slurm", None) == SINFO:
+        by_node = args.Node and not args.summarize
+        fmt = args.format or default_format(args.summarize, by_node, args.long)
+        lines = sinfo_lines(fmt, nodes, partitions, by_node, not args.noheader, wanted, only)
+        # sinfo -l starts with the time, above its header (sinfo.c: print_date()).
+        return [time.ctime(), *lines] if args.long and not args.noheader else lines
+    shown = _selected(nodes, partitions, wanted, only)
+    if args.long:
+        return render(LONG_HEADERS, long_rows(shown)).splitlines()[1 if args.noheader else 0:]
+    return nodes_table(shown, time.time(), partitions).splitlines()[1 if args.noheader else 0:]
+
+
 def cmd_nodes(args, settings: Settings) -> int:
+    wanted, only = node_filter(args.nodes, args.states), partition_list(args.partition)
+    if args.format:
+        parse_format(args.format)  # a bad format is refused before the cluster is asked
     store = open_store(settings)
     if args.watch:
         return _watch_nodes(store, args.interval)
@@ -101,48 +133,26 @@ def cmd_nodes(args, settings: Settings) -> int:
         client_nodes.forget(store, args.forget, access.for_cli(store), done=lambda name: print(f"forgot node {name}"))
         return 0
     if args.drain or args.resume:
-        client_nodes.known(store, (args.drain or []) + (args.resume or []))
-        who = access.for_cli(store)
-        if args.drain:
-            client_nodes.drain(store, args.drain, args.reason, who)
-        if args.resume:
-            client_nodes.resume(store, args.resume, who)
-        for name in args.drain or []:
-            print(f"drained {name}: it takes no new jobs ({args.reason})")
-        for name in args.resume or []:
-            print(f"resumed {name}: it takes jobs again; its restart history is cleared")
-        return 0
+        return _drain_or_resume(store, args)
     nodes = store.node_statuses()
-    if args.list_reasons:
-        items = reasons(nodes, store.incidents(INCIDENTS_KEPT))
-        if args.json:
-            print_json(items)
-        else:
-            print(render(REASON_HEADERS, reason_rows(items)))
-        return 0
     if args.check:
-        state = {n.name: n for n in nodes}.get(args.check)
-        if state is None or not state.alive:
-            why = "is not registered" if state is None else "is DOWN (no heartbeat)"
-            print(f"minihpc nodes: node {args.check} {why}", file=sys.stderr)
-            return 1
-        print(f"{args.check} {state.state.value}")
-        return 0
+        return _check(nodes, args.check)
     partitions = Partitions.from_record(store.cluster_info())
+    if args.list_reasons or args.json:
+        nodes = _selected(nodes, partitions, wanted, only)
+    if args.list_reasons and args.json:
+        print_json(reasons(nodes, store.incidents(INCIDENTS_KEPT)))
+        return 0
     if args.json:
-        print_json([
-            {"name": n.name, "state": n.state.value, "addr": n.addr, "cpus": n.cpus, "memory_bytes": n.memory_bytes,
-             "gpus": n.gpus, "partitions": partitions.of_node(n.name),
-             "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics,
-             "cpu_model": n.cpu_model, "cpu_limit": n.cpu_limit, "gpu_model": n.gpu_model, "gflops": n.gflops,
-             "allreduce_gbps": n.allreduce_gbps}
-            for n in nodes
-        ])
+        print_json([_node_json(n, partitions) for n in nodes])
         return 0
-    if args.long:
-        print(render(LONG_HEADERS, long_rows(nodes)))
-        return 0
-    print(nodes_table(nodes, time.time(), partitions))
+    if args.list_reasons:
+        rows = reason_rows(reasons(nodes, store.incidents(INCIDENTS_KEPT)))
+        text = render(REASON_HEADERS, rows, header=not args.noheader).splitlines()
+    else:
+        text = _table(args, nodes, partitions, wanted, only)
+    if text:  # --noheader and nothing to show: nothing, as sinfo prints
+        print("\n".join(text))
     return 0
 
 
@@ -208,14 +218,27 @@ def add_parsers(sub) -> None:
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     p.set_defaults(func=cmd_monitor)
 
-    p = sub.add_parser("nodes", help="the nodes and their state (like sinfo -N)")
+    p = sub.add_parser("nodes", help="the nodes and their state (sinfo: Slurm's layout)", add_help=False)
+    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("--json", action="store_true")
+    p.add_argument("-h", "--noheader", action="store_true", help="no header line (sinfo's -h; help is --help)")
+    p.add_argument("-o", "--format", default=None, metavar="FMT",
+                   help='sinfo\'s fields, e.g. "%%P %%a %%l %%D %%t %%N" (%%.N right-justifies, %%N/%%-N left): '
+                        "Slurm's layout, also under minihpc nodes")
+    p.add_argument("-s", "--summarize", action="store_true",
+                   help="one line per partition with its nodes allocated/idle/other/total (Slurm's layout)")
+    p.add_argument("-p", "--partition", default=None, metavar="LIST", help="only these partitions (comma-separated)")
+    p.add_argument("-n", "--nodes", default=None, metavar="HOSTLIST", help="only these nodes (worker-node-[1-2])")
+    p.add_argument("-t", "--states", default=None, metavar="LIST",
+                   help="only nodes in these states: idle, alloc, down, drain, drained, draining (drng), all ...")
     p.add_argument("-R", "--list-reasons", action="store_true",
                    help="drained and DOWN nodes with the reason, as sinfo -R (who drained: not recorded)")
-    p.add_argument("-N", "--Node", action="store_true", help="accepted for sinfo -N: the list is one line per node already")
+    p.add_argument("-N", "--Node", action="store_true",
+                   help="sinfo: one line per node (NODELIST NODES PARTITION STATE); minihpc nodes' table is one "
+                        "line per node already")
     p.add_argument("-l", "--long", action="store_true",
-                   help="what each node is made of and was measured to do: CPU limit, GFLOP/s, all-reduce GB/s, "
-                        "CPU and GPU models")
+                   help="sinfo: Slurm's long columns; minihpc nodes: what each node is made of and was measured "
+                        "to do: CPU limit, GFLOP/s, all-reduce GB/s, CPU and GPU models")
     p.add_argument("--check", metavar="NODE", default=None, help="exit 0 only if NODE is up (healthchecks)")
     p.add_argument("--watch", action="store_true", help="print every node state change until Ctrl-C")
     p.add_argument("--forget", nargs="+", metavar="NODE", default=None, help="remove DOWN nodes from the registry")
@@ -225,7 +248,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--resume", nargs="+", metavar="NODE", default=None,
                    help="put drained NODEs back in service and clear their restart history (like scontrol ... state=resume)")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between looks (with --watch)")
-    p.set_defaults(func=cmd_nodes)
+    p.set_defaults(func=cmd_nodes)  # under Slurm's name, cli.slurm adds slurm="sinfo"
 
     p = sub.add_parser("incidents", help="node down / restarted / back / drained, jobs requeued")
     p.add_argument("--json", action="store_true")

@@ -1,5 +1,6 @@
-"""``minihpc scontrol``: Slurm's scontrol(1) for what minihpc has -- show job / hostnames /
-hostlist, hold, release, requeue, requeuehold, update -- thin over :mod:`minihpc.client.control`.
+"""``minihpc scontrol``: Slurm's scontrol(1) for what minihpc has -- show job / node /
+partition / hostnames / hostlist, hold, release, requeue, requeuehold, update of a job or of
+nodes' state -- thin over :mod:`minihpc.client.control` and :mod:`minihpc.client.nodes`.
 
 Like scontrol, a change that succeeds prints nothing; each one that fails prints one line, and
 the exit status is non-zero if any did."""
@@ -13,18 +14,62 @@ import time
 from minihpc.cli.display import timestamp
 from minihpc.client import access, arrays, control, logs
 from minihpc.client import jobs as client_jobs
+from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import parse_job_ref, parse_job_refs
 from minihpc.core.config import Settings
-from minihpc.core.errors import MinihpcError, UsageError
+from minihpc.core.errors import MinihpcError, NotFound, UsageError
 from minihpc.core.models import Job, JobState
+from minihpc.core.node_formats import is_node_update, node_lines, parse_node_update, partition_lines, reasons
 from minihpc.core.outcome import format_exit
 from minihpc.core.output_names import Names, shown
-from minihpc.core.parsing import compress_hostlist, format_elapsed
+from minihpc.core.parsing import compress_hostlist, expand_hostlist, format_elapsed
+from minihpc.core.partitions import Partitions
+from minihpc.state.events import INCIDENTS_KEPT
 
-SHOW_ENTITIES = ("job", "jobs", "hostnames", "hostname", "hostlist")
+SHOW_ENTITIES = ("job", "jobs", "node", "nodes", "partition", "partitions", "hostnames", "hostname", "hostlist")
 INDENT = "   "
+
+
+def _print_records(records: list[list[str]], oneliner: bool) -> None:
+    """scontrol's records: ``Key=Value`` lines indented under the first, a blank line after
+    each; with ``-o`` one line each."""
+    for lines in records:
+        print(" ".join(lines) if oneliner else f"\n{INDENT}".join(lines))
+        if not oneliner:
+            print()
+
+
+def _show_nodes(args, settings: Settings) -> int:
+    """show node [LIST]: every node, or those of the host list (Slurm: "Node x not found")."""
+    if len(args.args) > 1:
+        raise UsageError("show node takes one node name or host list")
+    names = expand_hostlist(args.args[0]) if args.args else None
+    store = open_store(settings)
+    nodes = {n.name: n for n in store.node_statuses()}
+    for name in names or []:
+        if name not in nodes:
+            raise NotFound(f"Node {name} not found")
+    partitions = Partitions.from_record(store.cluster_info())
+    why = {item["node"]: item for item in reasons(list(nodes.values()), store.incidents(INCIDENTS_KEPT))}
+    shown = [nodes[name] for name in names] if names else list(nodes.values())
+    _print_records([node_lines(n, partitions, why.get(n.name), timestamp) for n in shown], args.oneliner)
+    return 0
+
+
+def _show_partitions(args, settings: Settings) -> int:
+    """show partition [NAME]: every partition, or the one named (Slurm: "Partition x not found")."""
+    if len(args.args) > 1:
+        raise UsageError("show partition takes one partition name")
+    store = open_store(settings)
+    partitions = Partitions.from_record(store.cluster_info())
+    if args.args and not partitions.has(args.args[0]):
+        raise NotFound(f"Partition {args.args[0]} not found")
+    nodes = store.node_statuses()
+    names = args.args or partitions.names
+    _print_records([partition_lines(name, partitions, nodes) for name in names], args.oneliner)
+    return 0
 
 
 def cmd_show(args, settings: Settings) -> int:
@@ -40,6 +85,10 @@ def cmd_show(args, settings: Settings) -> int:
     if entity == "hostlist":
         print(control.hostlist(args.args or [None]))
         return 0
+    if entity in ("node", "nodes"):
+        return _show_nodes(args, settings)
+    if entity in ("partition", "partitions"):
+        return _show_partitions(args, settings)
     if len(args.args) > 1:
         raise UsageError("show job takes one job id")
     if args.args:
@@ -48,11 +97,8 @@ def cmd_show(args, settings: Settings) -> int:
     # an array's id shows every task, as scontrol does; 12_3 one task
     jobs = arrays.named_jobs(store, args.args[0]) if args.args else client_jobs.queue(store, include_ended=True)
     now = time.time()
-    for job in jobs:
-        lines = job_lines(job, now, *_files(job, str(logs.log_dir(store, job.id))))
-        print(" ".join(lines) if args.oneliner else f"\n{INDENT}".join(lines))
-        if not args.oneliner:
-            print()
+    _print_records([job_lines(job, now, *_files(job, str(logs.log_dir(store, job.id)))) for job in jobs],
+                   args.oneliner)
     return 0
 
 
@@ -134,6 +180,11 @@ def cmd_change(args, settings: Settings) -> int:
 
 
 def cmd_update(args, settings: Settings) -> int:
+    if is_node_update(args.words):
+        nodes = parse_node_update(args.words)  # a bad word is refused before Redis is asked
+        store = open_store(settings)
+        client_nodes.set_state(store, nodes.names, nodes.state, nodes.reason, access.for_cli(store))
+        return 0
     request = control.parse_update(args.words)  # a bad word is refused before Redis is asked
     store = open_store(settings)
     control.update(store, request, access.for_cli(store))
@@ -141,13 +192,16 @@ def cmd_update(args, settings: Settings) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("scontrol", help="Slurm's scontrol: show job/hostnames, hold, release, requeue, update")
-    p.add_argument("-o", "--oneliner", action="store_true", help="show each job on one line")
+    p = sub.add_parser("scontrol",
+                       help="Slurm's scontrol: show job/node/partition/hostnames, hold, release, requeue, update")
+    p.add_argument("-o", "--oneliner", action="store_true", help="show each job, node or partition on one line")
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
-    s = actions.add_parser("show", help="show job [ID] | hostnames [LIST] | hostlist LIST")
+    s = actions.add_parser("show", help="show job [ID] | node [LIST] | partition [NAME] | hostnames [LIST] | "
+                                        "hostlist LIST")
     s.add_argument("entity", type=str.lower, choices=SHOW_ENTITIES)
     s.add_argument("args", nargs="*", metavar="ID|LIST",
-                   help="a job id; a host list (default $SLURM_JOB_NODELIST, for hostnames)")
+                   help="a job id; a node's name or a host list; a partition; a host list (default "
+                        "$SLURM_JOB_NODELIST, for hostnames)")
     s.set_defaults(func=cmd_show)
     helps = {
         "hold": "keep pending jobs from starting (Reason=JobHeldUser)",
@@ -159,6 +213,7 @@ def add_parsers(sub) -> None:
         a = actions.add_parser(action, help=text)
         a.add_argument("ids", nargs="+", metavar="ID", help="job ids, space- or comma-separated")
         a.set_defaults(func=cmd_change)
-    u = actions.add_parser("update", help="JobId=ID [TimeLimit=T] [Priority=low|normal|high] [NumNodes=N]")
+    u = actions.add_parser("update", help="JobId=ID [TimeLimit=T] [Priority=low|normal|high] [NumNodes=N] | "
+                                          "NodeName=LIST State=DRAIN|RESUME|UNDRAIN [Reason=TEXT]")
     u.add_argument("words", nargs="+", metavar="KEY=VALUE")
     u.set_defaults(func=cmd_update)

@@ -42,3 +42,14 @@ def forget(store: Store, names: list[str], who: Principal, done=lambda name: Non
         if not store.forget_node(name):
             raise UsageError(f"node {name} is up; stop it before forgetting it")
         done(name)
+
+
+def set_state(store: Store, names: list[str], state: str, reason: str, who: Principal) -> None:
+    """``scontrol update NodeName=... State=...``: DRAIN is :func:`drain` (with ``reason``),
+    RESUME and UNDRAIN are :func:`resume` -- the same checks as every other face's."""
+    if state == "DRAIN":
+        drain(store, names, reason, who)
+    elif state in ("RESUME", "UNDRAIN"):
+        resume(store, names, who)
+    else:
+        raise UsageError(f"node state {state!r} cannot be set: expected DRAIN, RESUME or UNDRAIN")
