@@ -50,3 +50,6 @@ def test_run_gives_its_stdin_to_every_task(idle_cluster):
     assert sorted(out.stdout.splitlines()) == [f"{n} read hello" for n in NODES], out
     empty = idle_cluster.cli("run", "-N", 2, "bash", "-c", 'echo "read [$(cat)]"', timeout=120)
     assert empty.stdout.splitlines() == ["read []"] * 2, empty
+    one = idle_cluster.cli("run", "-l", "-n", 2, "-i", "1", "bash", "-c", 'echo "read [$(cat)]"', input="x\n",
+                           timeout=120)  # srun's -l and --input, given to run
+    assert sorted(one.stdout.splitlines()) == ["0: read []", "1: read [x]"], one

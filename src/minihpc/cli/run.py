@@ -30,9 +30,15 @@ CHUNK = 64 * 1024
 """Bytes of stdin read and sent at a time."""
 
 
-def run_script(command: list[str]) -> str:
+def run_script(command: list[str], srun_options: list[str] = ()) -> str:
     """The batch script of ``minihpc run COMMAND``: srun's exit status is the job's."""
-    return wrap_script(f"exec srun -- {shlex.join(command)}")
+    return wrap_script(f"exec srun {shlex.join([*srun_options, '--', *command])}")
+
+
+def srun_options(args) -> list[str]:
+    """srun's own I/O options given to ``run`` (-l, -u, -i), for the srun inside the job."""
+    return [*(["--label"] if args.label else []), *(["--unbuffered"] if args.unbuffered else []),
+            *([f"--input={args.input}"] if args.input is not None else [])]
 
 
 def exit_status(state: JobState, exit_code: int | None) -> int:
@@ -49,7 +55,7 @@ def cmd_run(args, settings: Settings) -> int:
     args.launch = BATCH
     args.job_name = args.job_name or os.path.basename(command[0])
     header = options.Header(options.HeaderParser("").parse_args([]))
-    request = options.request(args, header, script=STDIN, text=run_script(command), args=[], script_name="run",
+    request = options.request(args, header, script=STDIN, text=run_script(command, srun_options(args)), args=[], script_name="run",
                               env=dict(os.environ))
     store = open_store(settings)
     request.user = access.for_cli(store).user
@@ -89,5 +95,9 @@ def forward_stdin(store, job_id: int, source: int = 0) -> None:
 def add_parsers(sub) -> None:
     p = sub.add_parser("run", help="run a command across nodes now and wait (Slurm's srun outside a batch script)")
     options.add_job_options(p)
+    p.add_argument("-l", "--label", action="store_true", help="put each task's number before its lines (N: )")
+    p.add_argument("-u", "--unbuffered", action="store_true", help="pass output on as it comes, not by lines")
+    p.add_argument("-i", "--input", default=None, metavar="all|none|N",
+                   help="which tasks read run's stdin: all (default), none, or task N")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
     p.set_defaults(func=cmd_run)
