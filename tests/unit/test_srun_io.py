@@ -83,3 +83,10 @@ def test_srun_refuses_io_it_cannot_honour_with_one_line():
     srun.check(args)
     assert srun.request(args, {}, "/")["input"] == "none" and srun.request(args, {}, "/")["unbuffered"]
     assert srun.input_mode("3") == 3 and srun.input_mode("data.txt") == "all"
+
+
+def test_srun_refuses_a_distribution_other_than_block():
+    """man srun, -m: block is the default; cyclic would put tasks elsewhere than minihpc does."""
+    srun.check(srun.parser().parse_args(["-m", "block:cyclic", "true"]))
+    with pytest.raises(UsageError, match="-m/--distribution=cyclic: minihpc places a step's tasks in blocks only"):
+        srun.check(srun.parser().parse_args(["--distribution=cyclic", "true"]))

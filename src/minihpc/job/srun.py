@@ -27,7 +27,7 @@ from minihpc.job.srun_output import Sink, check_pattern
 SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
 
 IGNORED = ("--mpi", "--cpu-bind", "--cpu_bind", "--gpus-per-task", "--gpu-bind", "--mem", "--mem-per-cpu",
-           "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--distribution", "-m", "--hint", "-W", "--wait")
+           "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--hint", "-W", "--wait")
 """Options taking a value that srun accepts and ignores here (one warning each)."""
 IGNORED_FLAGS = ("--exclusive", "--overlap", "-X", "--disable-status",
                  "-Q", "--quiet", "-v", "--verbose")
@@ -48,6 +48,7 @@ def parser() -> Parser:
     p.add_argument("-N", "--nodes", type=int, default=None)
     p.add_argument("-n", "--ntasks", type=int, default=None)
     p.add_argument("--ntasks-per-node", type=int, default=None)
+    p.add_argument("-m", "--distribution", default=None)
     p.add_argument("-i", "--input", default="all")
     p.add_argument("-o", "--output", default=None)
     p.add_argument("-e", "--error", default=None)
@@ -63,7 +64,7 @@ def parser() -> Parser:
 
 
 TAKES_VALUE = ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-i", "--input", "-o", "--output", "-e",
-               "--error", *IGNORED)
+               "--error", "-m", "--distribution", *IGNORED)
 
 CHUNK = 64 * 1024
 """Bytes of stdin read and sent at a time."""
@@ -106,7 +107,11 @@ def input_mode(value: str) -> str | int:
 
 
 def check(args: argparse.Namespace) -> None:
-    """UsageError for I/O options srun cannot honour here."""
+    """UsageError for options srun cannot honour here: a distribution other than block, I/O
+    it cannot do."""
+    if args.distribution is not None and args.distribution.split(":")[0] not in ("block", "*"):
+        raise UsageError(f"-m/--distribution={args.distribution}: minihpc places a step's tasks in blocks only "
+                         "(-m block, the default)")
     if "%" in args.input:
         raise UsageError(f"--input={args.input}: a per-task input file pattern is not supported; "
                          "use a file name, all, none or a task id")
