@@ -738,15 +738,15 @@ def test_srun_places_tasks_in_blocks_across_nodes(runs):
     assert placed(pair.minihpc) == placed(pair.slurm)
 
 
-@pytest.mark.xfail(strict=True, reason="minihpc differs from Slurm: srun -N 2 -n 3 in a job of --ntasks-per-node=2 "
-                                       "says nothing (Slurm warns: can't honor --ntasks-per-node set to 2 which "
-                                       "doesn't match the requested tasks 3 ... Ignoring --ntasks-per-node)")
 def test_srun_warns_that_it_ignores_the_jobs_ntasks_per_node(runs):
     """man srun, --ntasks-per-node: a step's -N and -n that contradict the job's
     --ntasks-per-node (inherited as SLURM_NTASKS_PER_NODE) win, with a warning on stderr."""
     pair = runs["multi"]
-    assert [line for line in pair.slurm.tagged("block.err") if "Ignoring --ntasks-per-node" in line]
-    assert pair.minihpc.tagged("block.err") == pair.slurm.tagged("block.err")
+
+    def warned(side: Side) -> list[str]:  # Slurm may also say a step waited for its nodes: timing, not a rule
+        return [line for line in side.tagged("block.err") if "--ntasks-per-node" in line]
+
+    assert warned(pair.slurm) and warned(pair.minihpc) == warned(pair.slurm)
 
 
 # --- what the commands print about a job: squeue, scontrol show job, sinfo, sbatch --wait, sacct --

@@ -88,8 +88,16 @@ def normalize(argv: list[str]) -> list[str]:
     return out
 
 
-def warnings(args: argparse.Namespace) -> list[str]:
+def warnings(args: argparse.Namespace, env: dict[str, str] | None = None) -> list[str]:
+    """srun's warnings: options it ignores here, and, as Slurm's, a job's --ntasks-per-node
+    (SLURM_NTASKS_PER_NODE) that the step's -N and -n contradict (they win)."""
     out = []
+    per_node = (env or {}).get("SLURM_NTASKS_PER_NODE", "")
+    if args.ntasks_per_node is None and per_node.isdigit() and args.nodes and args.ntasks and \
+            int(per_node) * args.nodes != args.ntasks:
+        out.append(f"srun: Warning: can't honor --ntasks-per-node set to {per_node} which doesn't match the "
+                   f"requested tasks {args.ntasks} with the number of requested nodes {args.nodes}. "
+                   "Ignoring --ntasks-per-node.")
     for key, value in sorted(vars(args).items()):
         if key.startswith("ignored ") and value not in (None, False):
             out.append(f"srun: warning: {key[8:]} has no effect in minihpc; ignored")
@@ -177,7 +185,7 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             print(f"srun: error: Could not open stdin file: {args.input}: {exc.strerror}", file=sys.stderr)
             return 1
-    for line in warnings(args):
+    for line in warnings(args, dict(os.environ)):
         print(line, file=sys.stderr)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe ends srun, and so its step, as Slurm's
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
