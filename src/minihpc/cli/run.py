@@ -25,6 +25,7 @@ from minihpc.core.config import Settings
 from minihpc.core.errors import UsageError
 from minihpc.core.models import JobState
 from minihpc.state.connect import REDIS_ERRORS
+from minihpc.state.steps import INPUT_MAX
 
 CHUNK = 64 * 1024
 """Bytes of stdin read and sent at a time."""
@@ -77,14 +78,21 @@ def cmd_run(args, settings: Settings) -> int:
 
 
 def forward_stdin(store, job_id: int, source: int = 0) -> None:
-    """What this process reads on ``source`` to the job's input stream, then its end. An
-    outage ends it quietly (the tasks then see no more input)."""
+    """What this process reads on ``source`` to the job's input stream, then its end (at
+    INPUT_MAX bytes at the latest, with a line saying so). An outage ends it quietly (the tasks
+    then see no more input)."""
+    sent = 0
     try:
         while True:
             try:
                 chunk = os.read(source, CHUNK)
             except OSError:
                 chunk = b""
+            if sent + len(chunk) > INPUT_MAX:
+                print(f"srun: error: stdin is over {INPUT_MAX >> 20} MiB, what minihpc forwards to a job; "
+                      "the tasks see its end here (read a file instead)", file=sys.stderr)
+                chunk = b""
+            sent += len(chunk)
             store.write_input(job_id, 0, None, chunk or None)
             if not chunk:
                 return

@@ -202,6 +202,8 @@ def main(argv: list[str]) -> int:
                                 (answer.get("nodes") or [], answer.get("tasks") or []))
                     if input_mode(args.input) != "none":
                         threading.Thread(target=_forward_stdin, args=(conn, source), daemon=True).start()
+                elif "warning" in answer:
+                    print(answer["warning"], file=sys.stderr)
                 elif "error" in answer:
                     print(f"srun: error: {answer['error']}", file=sys.stderr)
                     return 1

@@ -13,7 +13,8 @@ Protocol, one JSON object per line: srun sends ``{"argv", "nodes", "ntasks", "nt
 task, "f": 1 or 2}``, then ``{"exit_code", "errors"}`` at the end, after all of the output --
 or ``{"error"}`` for a step that cannot run. Meanwhile srun sends its stdin, ``{"i": base64}``
 and then ``{"eof": true}``, which the server passes on to the tasks (``input``: "all", "none"
-or a task id, as ``srun --input``).
+or a task id, as ``srun --input``), INPUT_MAX bytes at most (past them, the tasks see the end
+and srun gets ``{"warning"}``, a line for its stderr).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from minihpc.core.steps import Layout, layout, step_exit
 from minihpc.node import identity
 from minihpc.node.jobdir import JobDir
 from minihpc.state.connect import REDIS_ERRORS, retrying
-from minihpc.state.steps import KILL, START
+from minihpc.state.steps import INPUT_MAX, KILL, START
 
 log = logging.getLogger(__name__)
 
@@ -142,13 +143,21 @@ class StepServer:
         return bool(chunks)
 
     def _stdin(self, srun: Srun, step: int) -> None:
-        """srun's stdin to the step's input stream, until its end or srun's."""
-        spec = self.spec
+        """srun's stdin to the step's input stream, until its end or srun's; INPUT_MAX bytes at
+        most (then its end, and srun is told)."""
+        spec, sent, ended = self.spec, 0, False
         for message in srun.messages():
-            if "i" in message or message.get("eof"):
-                data = base64.b64decode(message["i"]) if "i" in message else None
-                retrying(self.store.write_input, spec.job_id, spec.attempt, step, data,
-                         what=f"job {spec.job_id} step {step} stdin", deadline=30.0)
+            if ended or not ("i" in message or message.get("eof")):
+                continue
+            data = base64.b64decode(message["i"]) if "i" in message else None
+            if data is not None and sent + len(data) > INPUT_MAX:
+                srun.send({"warning": f"srun: error: stdin is over {INPUT_MAX >> 20} MiB, what minihpc forwards "
+                                      "to a step; the tasks see its end here (read a file instead)"})
+                data = None
+            sent += len(data or b"")
+            ended = data is None
+            retrying(self.store.write_input, spec.job_id, spec.attempt, step, data,
+                     what=f"job {spec.job_id} step {step} stdin", deadline=30.0)
 
 
 class Srun:

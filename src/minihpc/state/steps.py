@@ -27,6 +27,10 @@ from minihpc.state.connect import BLOCK_MAX
 STEP_TTL = 86400
 """Seconds a step's messages, task ends and I/O outlive their last write."""
 
+INPUT_MAX = 64 << 20
+"""Bytes of stdin one step (or one ``minihpc run``) forwards; past them the tasks see its end
+and srun says so: Redis holds it all until the step ends (a data set belongs in a file)."""
+
 OUTPUT_ENTRIES = 100_000
 """Chunks a step's output stream keeps (about; older ones are trimmed): the nodes cap what they
 write (the job log's cap), this bounds a stream that no srun reads."""
