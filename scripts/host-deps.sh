@@ -38,6 +38,7 @@ test)
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
     command -v curl >/dev/null || need+=(curl)
+    command -v jq >/dev/null || need+=(jq)  # the validator spec's CI recipe pipes its report through jq
     command -v chromium >/dev/null || need+=(chromium)
     command -v chromedriver >/dev/null || need+=(chromium-driver)
     command -v zsh >/dev/null || need+=(zsh)  # the zsh completion test types into a real zsh

@@ -40,12 +40,71 @@ def test_one_two_and_four_workers_agree_at_1e_5(runs, capsys):
     run = json.loads((runs / "w4.json").read_text())
     assert run["num_workers"] == 4 and run["num_steps"] == STEPS and run["detections"] == []
     assert set(run["per_rank"]) == {"0", "1", "2", "3"} and run["step_time_p95_ms"] >= run["step_time_p50_ms"]
-    assert {"torch", "minihpc", "python"} <= set(run["versions"]) and run["start_timestamp"] < run["end_timestamp"]
+    assert {"torch", "minihpc", "python"} <= set(run["versions"]) and run["start_time_unix"] < run["end_time_unix"]
+    assert run["start_timestamp"] <= run["end_timestamp"] and run["start_timestamp"].endswith("Z")
 
 
 def test_batch_not_divisible_by_workers_is_one_line(capsys):
     assert cli("validate", "run", "--workers", 3, "--batch-size", 64) == 1
     assert "not divisible by 3 workers" in capsys.readouterr().err
+
+
+def test_output_folder_is_made_first_and_an_unwritable_one_stops_the_run_before_training(tmp_path, capsys,
+                                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("validate", "run", "--workers", 2, "--steps", 3, "--output", "results/x.json") == 0
+    assert json.loads((tmp_path / "results" / "x.json").read_text())["num_steps"] == 3
+    capsys.readouterr()
+    (tmp_path / "afile").write_text("")
+    assert cli("validate", "run", "--workers", 2, "--steps", 3, "--output", "afile/x.json") == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == ["minihpc validate: error: --output afile/x.json: cannot make its folder "
+                                         "afile (afile is a file, not a folder)"]
+    assert "Run complete" not in captured.out
+
+
+NN_CONFIG = """\
+batch_size: 32
+learning_rate: 0.001
+num_epochs: 2
+eval_steps: 200        # Evaluate every N steps
+track_gradients: true  # Log gradient norms to W&B
+model:
+  type: SimpleNN
+  input_dim: 784
+  hidden: 128
+  out: 10
+dataset:
+  name: MNIST
+"""
+"""specs/parameter-server.md's nn_config.yaml, verbatim."""
+
+
+def test_parameter_server_reads_the_specs_config_keys(runs, tmp_path, capsys, monkeypatch):
+    """The spec's nn_config.yaml on the synthetic data (input_dim 16, out 1: its regression
+    target) with cluster_config.yaml's keys: 2 epochs of 128 steps, a held-out loss at step 200."""
+    synthetic = (NN_CONFIG.replace("input_dim: 784", "input_dim: 16").replace("out: 10", "out: 1")
+                 .replace("name: MNIST", "name: synthetic"))
+    config = tmp_path / "nn_config.yaml"
+    config.write_text(synthetic + 'host_ip: "127.0.0.1"\nworker_connect_ip: "127.0.0.1"\nport: 0\n'
+                                  "num_workers: 2\ntimeout: 5\n")
+    out = tmp_path / "ps.json"
+    assert cli("validate", "run", "--strategy", "parameter-server", "--config", config, "--output", out) == 0
+    run = json.loads(out.read_text())
+    assert (run["num_steps"], run["num_workers"], run["config"]["lr"], run["config"]["hidden"]) == (256, 2, 0.001, "128")
+    assert [e["step"] for e in run["eval"]] == [199] and run["parameter_server"]["skipped_total"] == 0
+    # the spec's file as written trains MNIST: where there is none, one line says so
+    config.write_text(NN_CONFIG)
+    monkeypatch.setenv("MINIHPC_DATA_DIR", str(tmp_path / "no-data"))
+    capsys.readouterr()
+    assert cli("validate", "run", "--strategy", "parameter-server", "--config", config) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"minihpc validate: error: no MNIST data in {tmp_path / 'no-data'}; run `make prepare-data` "
+        "(jobs/prepare_mnist.py) or pass --data-dir"]
+    config.write_text(NN_CONFIG + "optimizer: sgd\n")
+    assert cli("validate", "run", "--config", config) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "sets optimizer, which is not a flag of this command" in err[0]
 
 
 def test_parameter_server_matches_single_and_counts_skips(runs, tmp_path):

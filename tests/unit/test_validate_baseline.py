@@ -37,20 +37,43 @@ def test_slower_beyond_threshold_regresses_faster_does_not():
     assert rep["regressions"] == ["average_throughput_samples_per_sec"] and baseline.exit_code(rep) == 1
 
 
-def test_a_baseline_of_fewer_than_three_runs_allows_the_drift_of_timings_not_of_losses():
+def test_the_users_threshold_judges_even_a_fresh_baseline():
+    # the spec's CI gate, "fail if throughput drops more than 5%": a 30% drop fails against one run
+    drop = {**RUN, "average_throughput_samples_per_sec": 700.0}
+    rep = baseline.compare(base(RUN), drop, 5.0, 5.0)
+    assert rep["regressions"] == ["average_throughput_samples_per_sec"] and baseline.exit_code(rep) == 1
+    assert {r["allowed_pct"] for r in rep["rows"] if r["metric"] not in ("average_loss", "final_loss")} == {5.0}
+    assert baseline.compare(base(RUN, RUN), {**RUN, "step_time_p50_ms": 10.6}, 5.0, 5.0)["regressions"] == [
+        "step_time_p50_ms"]
+    assert baseline.compare(base(RUN), {**RUN, "average_throughput_samples_per_sec": 960.0}, 5.0, 5.0)["regressions"] == []
+
+
+def test_allow_spread_widens_a_fresh_baseline_to_the_unmeasured_drift_of_timings_not_of_losses():
     drifted = {**RUN, "step_time_p50_ms": 13.0, "average_throughput_samples_per_sec": 700.0}
-    rep = baseline.compare(base(RUN, RUN), drifted, 5.0, 5.0)
+    rep = baseline.compare(base(RUN, RUN), drifted, 5.0, 5.0, allow_spread=True)
     assert rep["regressions"] == [] and {r["allowed_pct"] for r in rep["rows"] if r["metric"] != "final_loss"} >= {35.0}
-    assert baseline.compare(base(RUN), {**RUN, "step_time_p50_ms": 14.0}, 5.0, 5.0)["regressions"] == ["step_time_p50_ms"]
-    assert baseline.compare(base(RUN), {**RUN, "final_loss": 0.1001}, 5.0, 5.0)["regressions"] == ["final_loss"]
-    assert baseline.compare(base(RUN, RUN, RUN), drifted, 5.0, 5.0)["regressions"] == [
+    assert baseline.compare(base(RUN), {**RUN, "step_time_p50_ms": 14.0}, 5.0, 5.0, allow_spread=True)["regressions"] == [
+        "step_time_p50_ms"]
+    assert baseline.compare(base(RUN), {**RUN, "final_loss": 0.1001}, 5.0, 5.0, allow_spread=True)["regressions"] == [
+        "final_loss"]
+    assert baseline.compare(base(RUN, RUN, RUN), drifted, 5.0, 5.0, allow_spread=True)["regressions"] == [
         "average_throughput_samples_per_sec", "step_time_p50_ms"]
 
 
-def test_the_baseline_spread_widens_the_threshold():
+def test_allow_spread_widens_the_threshold_to_the_baselines_own_spread():
     noisy = base(RUN, {**RUN, "step_time_p50_ms": 12.0})  # the baseline itself wobbles 20%
-    assert baseline.compare(noisy, {**RUN, "step_time_p50_ms": 12.0}, 5.0, 5.0)["regressions"] == []
-    assert baseline.compare(noisy, {**RUN, "step_time_p50_ms": 15.0}, 5.0, 5.0)["regressions"] == ["step_time_p50_ms"]
+    assert baseline.compare(noisy, {**RUN, "step_time_p50_ms": 12.0}, 5.0, 5.0)["regressions"] == ["step_time_p50_ms"]
+    assert baseline.compare(noisy, {**RUN, "step_time_p50_ms": 12.0}, 5.0, 5.0, allow_spread=True)["regressions"] == []
+    assert baseline.compare(noisy, {**RUN, "step_time_p50_ms": 15.0}, 5.0, 5.0, allow_spread=True)["regressions"] == [
+        "step_time_p50_ms"]
+
+
+def test_allowance_is_the_threshold_unless_asked():
+    assert baseline.allowance("lower", 5.0, [10.0], False) == (5.0, 5.0)
+    assert baseline.allowance("lower", 5.0, [10.0], True) == (5.0, baseline.UNMEASURED_SPREAD_PCT)
+    assert baseline.allowance("loss", 5.0, [0.1, 0.1, 0.1], True) == (baseline.LOSS_RTOL * 100,) * 2
+    with pytest.raises(baseline.BaselineError, match="--throughput-threshold -1"):
+        baseline.compare(base(RUN), RUN, 5.0, -1)
 
 
 def test_losses_allow_no_change_either_way():
@@ -68,6 +91,7 @@ def test_save_appends_and_load_reads(tmp_path):
     baseline.save(tmp_path, "stable_v1", RUN, "a.json")
     saved = baseline.save(tmp_path, "stable_v1", RUN, "b.json")
     assert [r["source"] for r in saved["runs"]] == ["a.json", "b.json"]
+    assert saved["runs"][0]["saved_at"].endswith("Z") and isinstance(saved["runs"][0]["saved_at_unix"], float)
     assert baseline.load(tmp_path, "stable_v1") == json.loads((tmp_path / "stable_v1.json").read_text())
 
 
@@ -105,6 +129,18 @@ def _cli(argv):
     add_parsers(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     return args.func(args, Settings())
+
+
+def test_cli_applies_the_threshold_and_allow_spread_on_request(tmp_path, capsys):
+    good, drop = tmp_path / "run.json", tmp_path / "drop.json"
+    good.write_text(json.dumps(RUN))
+    drop.write_text(json.dumps({**RUN, "average_throughput_samples_per_sec": 700.0}))
+    d = ["--baseline-dir", str(tmp_path / "b")]
+    assert _cli(["validate", "baseline", "save", "--metrics", str(good), "--name", "v1", *d]) == 0
+    assert _cli(["validate", "baseline", "compare", "--metrics", str(drop), "--name", "v1", *d]) == 1
+    assert _cli(["validate", "baseline", "compare", "--metrics", str(drop), "--name", "v1", *d, "--allow-spread"]) == 0
+    out = capsys.readouterr().out
+    assert "Throughput threshold:        5.0%" in out and "Spread allowance:            on (--allow-spread)" in out
 
 
 def test_cli_exit_codes_0_1_2(tmp_path, capsys):

@@ -46,7 +46,9 @@ def test_a_yaml_file_works_like_toml(tmp_path):
 def test_the_cli_applies_a_config_file_under_its_flags(tmp_path):
     import argparse
 
-    from minihpc.cli.validate import BASELINE_COMPARE_DEFAULTS, _resolve, add_parsers
+    from minihpc.cli.validate import add_parsers
+    from minihpc.validate.commands import BASELINE_COMPARE_DEFAULTS
+    from minihpc.validate.commands import resolve as _resolve
 
     path = tmp_path / "v.toml"
     path.write_text('[baseline-compare]\nlatency-threshold = 9.0\nthroughput-threshold = 7.0\nname = "x"\n')

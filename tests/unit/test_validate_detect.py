@@ -55,9 +55,10 @@ def test_timeout_names_the_rank_outside_the_allreduce():
 
 
 def test_loss_divergence_and_grad_norm_against_references():
-    rows = [{"step": 0, "single": 1.0, "multi": 1.0, "abs_delta": 0.0, "pass": True},
-            {"step": 1, "single": 1.0, "multi": 1.5, "abs_delta": 0.5, "pass": False}]
-    assert detect.loss_divergence(rows)[0]["step"] == 1
+    rows = [{"step": 0, "single": 1.0, "multi": 1.0, "abs_delta": 0.0, "rel_delta": 0.0, "pass": True},
+            {"step": 1, "single": 1.0, "multi": 1.5, "abs_delta": 0.5, "rel_delta": 0.5, "pass": False}]
+    (d,) = detect.loss_divergence(rows)
+    assert d["step"] == 1 and "(50%)" in d["why"]
     (d,) = detect.grad_norm_deviation(per_rank({0: [1.0, 1.0], 1: [1.0, 9.0]}), per_rank({0: [1.0, 1.0], 1: [1.0, 1.0]}))
     assert (d["rank"], d["step"]) == (1, 1)
     assert detect.grad_norm_deviation(per_rank({0: [1.0]}), per_rank({0: [1.0 + 1e-12]})) == []

@@ -32,7 +32,8 @@ def test_batch_must_split_evenly():
 
 def test_hidden_layers():
     assert workload.parse_hidden("64,32") == [64, 32]
-    for bad in ("64", "a,b", "0,4"):
+    assert workload.parse_hidden("128") == [128]  # the parameter-server spec's SimpleNN: one hidden layer
+    for bad in ("", "a,b", "0,4"):
         with pytest.raises(UsageError):
             workload.parse_hidden(bad)
 

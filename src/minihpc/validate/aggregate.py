@@ -1,6 +1,9 @@
 """Turning the ranks' records into one run report (run.json): per-step records, per-rank
 step times and the aggregates. Pure functions of the records.
 
+Timestamps are ISO-8601 UTC strings, as the spec's report shows (``start_timestamp``); the exact
+epoch floats they were before are ``start_time_unix`` / ``end_time_unix``.
+
 Per-step times are the maximum over ranks (the step is as slow as its slowest rank); the loss
 is the global loss (every rank's all-reduced mean), taken from the lowest rank that has it.
 """
@@ -12,6 +15,8 @@ import os
 import platform
 import socket
 import sys
+
+from minihpc.validate.records import iso_utc
 
 STEP_FIELDS = ("step_time_ms", "compute_time_ms", "data_time_ms", "allreduce_time_ms")
 
@@ -96,9 +101,22 @@ def aggregates(steps: list[dict], records: dict[int, list[dict]], workers: int) 
         "average_throughput_samples_per_sec": sum(s["samples"] for s in steps) / busy if busy > 0 else 0.0,
         "step_time_p50_ms": percentile(step_times, 50),
         "step_time_p95_ms": percentile(step_times, 95),
-        "start_timestamp": start,
-        "end_timestamp": end,
+        "start_timestamp": iso_utc(start),
+        "end_timestamp": iso_utc(end),
+        "start_time_unix": start,
+        "end_time_unix": end,
     }
+
+
+def evaluations(records: dict[int, list[dict]]) -> list[dict]:
+    """The held-out loss every ``--eval-steps`` steps, from the lowest rank that has it (every
+    rank evaluates the same parameters on the same test set)."""
+    for rank in sorted(records):
+        found = [{"step": r["step"], "test_loss": r["loss"], "eval_time_ms": r.get("eval_time_ms")}
+                 for r in records[rank] if r.get("event") == "eval"]
+        if found:
+            return found
+    return []
 
 
 def versions(records: dict[int, list[dict]]) -> dict:
@@ -130,4 +148,5 @@ def merge(records: dict[int, list[dict]], workers: int, config: dict) -> dict:
         "steps": steps,
         "per_rank": per_rank(by_rank),
         "checksums": checksums(records),
+        "eval": evaluations(records),
     }

@@ -119,7 +119,8 @@ def loss_divergence(rows: list[dict]) -> list[dict]:
         if not row["pass"]:
             return [detection("loss-divergence", None, row["step"],
                               f"global loss {row['multi']:.6g} vs single-process {row['single']:.6g} at step "
-                              f"{row['step']}: |delta| {row['abs_delta']:.3g} > tolerance")]
+                              f"{row['step']}: |delta| {row['abs_delta']:.3g} ({100 * row['rel_delta']:.3g}%) "
+                              "beyond the tolerance")]
     return []
 
 
@@ -191,16 +192,17 @@ def detect_run(run: dict) -> list[dict]:
             *step_mismatch(asked, run["num_steps"], launch.get("timed_out", False), launch.get("heartbeats"))]
 
 
-def detect_against(run: dict, tolerance: float, single: dict | None = None, clean: dict | None = None,
-                   throughput_ref: dict | None = None) -> list[dict]:
-    """The detectors that compare: losses with the single-process run of the same seed, local
-    gradient norms with a clean run of the same seed and workers, throughput with a clean run
+def detect_against(run: dict, tolerance: float | None, single: dict | None = None, clean: dict | None = None,
+                   throughput_ref: dict | None = None, abs_tolerance: float | None = None) -> list[dict]:
+    """The detectors that compare: losses with the single-process run of the same seed (within
+    ``tolerance``, relative, and ``abs_tolerance``, absolute, each when given), local gradient
+    norms with a clean run of the same seed and workers, throughput with a clean run
     (``throughput_ref``, default ``clean``)."""
     from minihpc.validate.compare import compare_losses
 
     found = []
     if single is not None:
-        found += loss_divergence(compare_losses(single["steps"], run["steps"], tolerance))
+        found += loss_divergence(compare_losses(single["steps"], run["steps"], atol=abs_tolerance, rtol=tolerance))
     if clean is not None:
         found += grad_norm_deviation(run["per_rank"], clean["per_rank"])
     throughput_ref = throughput_ref or clean

@@ -5,15 +5,25 @@ Per seed: the single-process reference and one clean run of the workers, plus a 
 run of the first seed judged exactly as the faulty runs are (false positives are counted on
 these). Then each fault, seed = the first seed, on ``fault_rank`` from
 ``fault_step`` (default steps // 3), judged against that seed's references.
+
+The report carries the spec's keys (``num_faults``, ``num_detected``, ``num_missed``,
+``detection_rate``, ``summary``; per fault ``fault_type``, ``detected``, ``affected_rank``,
+``reason``) beside its own (``injected``, ``detected``, ``located``), and ISO-8601 UTC
+``start_timestamp`` / ``end_timestamp``. ``--tolerance`` is relative, ``--abs-tolerance``
+absolute, as in ``validate`` (:func:`minihpc.validate.compare.tolerances`).
 """
 
 from __future__ import annotations
 
+import time
+
 from minihpc.core.errors import UsageError
-from minihpc.validate import detect, inject
+from minihpc.validate import compare, detect, inject
+from minihpc.validate.records import iso_utc
 
 FAULT_TEST_DEFAULTS = {
-    "steps": 50, "tolerance": 0.01, "output": None, "workers": 3, "seeds": "42,43,44", "batch_size": 48,
+    "steps": 50, "tolerance": None, "abs_tolerance": None, "output": None, "workers": 3, "seeds": "42,43,44",
+    "batch_size": 48,
     "faults": ",".join(inject.KINDS), "fault_rank": 1, "fault_step": None, "step_timeout": 5.0,
     "checksum_every": 5, "hidden": "64,64", "workload": "synthetic", "lr": 0.01,
 }
@@ -28,6 +38,12 @@ EXPECTED = {
     "bitflip": ("checksum", "grad-norm"),
 }
 """The detectors each fault is meant to trip (any detection counts; these are reported)."""
+
+FAULT_TYPES = {
+    "slow": "SLOW_WORKER", "grad-noise": "GRADIENT_SYNC_ANOMALY", "hang": "WORKER_TIMEOUT",
+    "nan": "NAN_GRADIENT", "drift": "PARAMETER_DRIFT", "bitflip": "BIT_FLIP",
+}
+"""Each fault's name in the report: the spec's three, and names in its style for ours."""
 
 
 def parse_list(text: str, what: str, cast=str) -> list:
@@ -56,7 +72,10 @@ def outcome(kind: str, rank: int, step: int, detections: list[dict]) -> dict:
     """One fault's line: detected or missed, the rank and step first seen, why."""
     first = detect.first(detections)
     named = detect.first([d for d in detections if d["rank"] is not None])
-    return {"fault": kind, "injected_rank": rank, "injected_step": step, "detected": bool(detections),
+    return {"fault": kind, "fault_type": FAULT_TYPES[kind], "affected_rank": rank,
+            "reason": f"Detected via {', '.join(sorted({d['detector'] for d in detections}))}: {first['why']}"
+            if first else "no detector fired",
+            "injected_rank": rank, "injected_step": step, "detected": bool(detections),
             "rank": named["rank"] if named else None, "rank_correct": bool(named) and rank in named["ranks"],
             "step_first_seen": first["step"] if first else None,
             "detectors": sorted({d["detector"] for d in detections}), "expected_detectors": list(EXPECTED[kind]),
@@ -69,9 +88,12 @@ def summarize(outcomes: list[dict], clean: list[dict]) -> dict:
     detected = sum(1 for o in outcomes if o["detected"])
     located = sum(1 for o in outcomes if o["detected"] and o["rank_correct"])
     false_positives = [d for c in clean for d in c["detections"]]
+    missed = len(outcomes) - detected
     return {"faults": outcomes, "clean_runs": clean, "detected": detected, "located": located,
-            "injected": len(outcomes), "detection_rate": detected / len(outcomes) if outcomes else 1.0,
+            "injected": len(outcomes), "num_faults": len(outcomes), "num_detected": detected, "num_missed": missed,
+            "detection_rate": detected / len(outcomes) if outcomes else 1.0,
             "false_positives": len(false_positives),
+            "summary": f"Fault injection testing complete: {detected}/{len(outcomes)} faults detected, {missed} missed",
             "verdict": "PASS" if located == len(outcomes) and not false_positives else "FAIL"}
 
 
@@ -84,38 +106,57 @@ def run_all(opts: dict, execute, log=lambda line: None) -> dict:
     """Every reference, clean and faulty run, with ``execute(config) -> run report``."""
     opts = {**FAULT_TEST_DEFAULTS, **opts}
     seeds, faults, step = plan(opts)
-    base, workers, tol = base_config(opts), opts["workers"], opts["tolerance"]
+    base, workers = base_config(opts), opts["workers"]
+    rtol, atol = compare.tolerances(opts["tolerance"], opts["abs_tolerance"])
+    tol = {"tolerance": rtol, "abs_tolerance": atol}
     if base["batch_size"] % workers:
         raise UsageError(f"--batch-size {base['batch_size']} is not divisible by {workers} workers")
+    started = time.time()
     singles, cleans, clean_results = {}, {}, []
     for seed in seeds:
         log(f"seed {seed}: single-process reference and a clean run of {workers} workers")
         singles[seed] = execute({**base, "workers": 1, "seed": seed})
         cleans[seed] = execute({**base, "workers": workers, "seed": seed})
         found = cleans[seed]["detections"] + detect.detect_against(
-            cleans[seed], tol, single=singles[seed], throughput_ref=cleans[seeds[0]] if seed != seeds[0] else None)
+            cleans[seed], single=singles[seed], throughput_ref=cleans[seeds[0]] if seed != seeds[0] else None, **tol)
         clean_results.append({"seed": seed, "detections": found, "final_loss": cleans[seed]["final_loss"]})
     # The faulty runs are judged against the first seed's clean run by every detector, those that
     # compare with a clean run too (gradient norms, throughput): a second clean run of that seed,
     # judged the same way, is where those would show a false positive.
     log(f"seed {seeds[0]}: a second clean run, judged like the faulty ones")
     repeat = execute({**base, "workers": workers, "seed": seeds[0]})
-    found = repeat["detections"] + detect.detect_against(repeat, tol, single=singles[seeds[0]], clean=cleans[seeds[0]])
+    found = repeat["detections"] + detect.detect_against(repeat, single=singles[seeds[0]], clean=cleans[seeds[0]], **tol)
     clean_results.append({"seed": seeds[0], "repeat": True, "detections": found, "final_loss": repeat["final_loss"]})
     outcomes = []
     for kind in faults:
         log(f"fault {kind} on rank {opts['fault_rank']} from step {step}")
         run = execute({**base, "workers": workers, "seed": seeds[0], "inject": kind,
                        "fault_rank": opts["fault_rank"], "fault_step": step})
-        found = run["detections"] + detect.detect_against(run, tol, single=singles[seeds[0]], clean=cleans[seeds[0]])
+        found = run["detections"] + detect.detect_against(run, single=singles[seeds[0]], clean=cleans[seeds[0]], **tol)
         outcomes.append(outcome(kind, opts["fault_rank"], step, found))
     report = summarize(outcomes, clean_results)
-    report["config"] = {**opts, "fault_step": step}
+    ended = time.time()
+    report.update(start_timestamp=iso_utc(started), end_timestamp=iso_utc(ended), start_time_unix=started,
+                  end_time_unix=ended, total_time_sec=ended - started)
+    report["config"] = {**opts, **tol, "fault_step": step}
     return report
 
 
+def _spec_block(report: dict) -> list[str]:
+    """The spec's report head and per-fault lines."""
+    rule, thin = "=" * 80, "-" * 80
+    lines = [rule, "FAULT INJECTION TEST REPORT", rule, f"Total faults tested:  {report['num_faults']}",
+             f"Faults detected:      {report['num_detected']}", f"Faults missed:        {report['num_missed']}",
+             f"Detection rate:       {100 * report['detection_rate']:.1f}%", "", thin, "Fault Detection Results:", ""]
+    for o in report["faults"]:
+        lines += [f"{o['fault_type']}: {'✓ DETECTED' if o['detected'] else '✗ MISSED'}",
+                  f"  Affected rank: {o['affected_rank']}", f"  Reason: {o['reason'][:160]}", ""]
+    return lines + [thin]
+
+
 def format_table(report: dict) -> str:
-    lines = [f"{'fault':<11} {'result':<9} {'rank':>4} {'step':>5}  {'detectors':<38} why"]
+    lines = _spec_block(report)
+    lines.append(f"{'fault':<11} {'result':<9} {'rank':>4} {'step':>5}  {'detectors':<38} why")
     for o in report["faults"]:
         rank = "-" if o["rank"] is None else str(o["rank"])
         step = "-" if o["step_first_seen"] is None else str(o["step_first_seen"])
@@ -127,4 +168,5 @@ def format_table(report: dict) -> str:
     for c in report["clean_runs"]:
         for d in c["detections"]:
             lines.append(f"false positive, seed {c['seed']}: {d['detector']}: {d['why']}")
+    lines += ["-" * 80, f"SUMMARY: {report['summary']}", "=" * 80]
     return "\n".join(lines)

@@ -62,9 +62,9 @@ class Round:
 
 
 class Server:
-    def __init__(self, world: int, timeout: float, host: str = "127.0.0.1"):
+    def __init__(self, world: int, timeout: float, host: str = "127.0.0.1", port: int = 0):
         self.world, self.timeout = world, timeout
-        self.sock = socket.create_server((host, 0))
+        self.sock = socket.create_server((host, port))
         self.address = f"{host}:{self.sock.getsockname()[1]}"
         self.cond = threading.Condition()
         self.rounds: dict[int, Round] = {}

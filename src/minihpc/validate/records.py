@@ -8,6 +8,7 @@ atomically at every phase so the launcher reads a whole one.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -76,6 +77,15 @@ def read_heartbeats(directory: str | Path) -> dict[int, dict]:
             continue
         out[int(beat["rank"])] = beat
     return out
+
+
+def iso_utc(seconds: float | None) -> str | None:
+    """An epoch time as ISO-8601 UTC to the second, ``2024-01-15T10:30:00Z``: what the spec's
+    reports show, and what jq's ``fromdateiso8601`` and Python's ``fromisoformat`` both read.
+    Reports keep the exact epoch float beside it (``*_unix``)."""
+    if seconds is None:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def write_json(path: str | os.PathLike, data) -> None:

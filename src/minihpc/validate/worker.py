@@ -32,7 +32,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workload", default="synthetic", choices=workload.WORKLOADS)
     p.add_argument("--hidden", default="64,64")
     p.add_argument("--samples", type=int, default=workload.SAMPLES)
-    p.add_argument("--in-features", type=int, default=workload.IN_FEATURES)
+    p.add_argument("--in-features", type=int, default=None)
+    p.add_argument("--model", default=None, choices=workload.MODELS)
+    p.add_argument("--eval-steps", type=int, default=0)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--record-dir", default=None)
@@ -190,6 +192,7 @@ class Context:
 
             self.server = Client(args.ps_addr, self.rank)
         self.optimizer = torch.optim.Adam(self.raw_model.parameters(), lr=args.lr)
+        self.test = workload.test_batch(args) if args.eval_steps > 0 else None
 
     def _init_ddp(self, args) -> None:
         import torch.distributed as dist
@@ -199,6 +202,19 @@ class Context:
         self.model = DistributedDataParallel(self.raw_model)
         self.sync = Sync(self.fault, self.rank, self.recorder)
         self.model.register_comm_hook(None, self.sync.hook)
+
+
+def evaluate(ctx, step: int) -> None:
+    """The loss on the held-out set, recorded: every rank holds the same parameters, so each
+    spends the same time here and none waits for another at the next all-reduce."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        x, y = ctx.test
+        loss = float(ctx.loss_fn(ctx.raw_model(x), y))
+    ctx.recorder.write("eval", step=step, loss=loss, eval_time_ms=1e3 * (time.perf_counter() - start),
+                       time=time.time())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -218,6 +234,8 @@ def main(argv: list[str] | None = None) -> None:
         ctx.recorder.write("step", time=time.time(), **record)
         if args.checksum_every > 0 and (step + 1) % args.checksum_every == 0:
             record_checksum(ctx, step)
+        if args.eval_steps > 0 and (step + 1) % args.eval_steps == 0:
+            evaluate(ctx, step)
     ctx.recorder.beat("done")
     ctx.recorder.write("end", time=time.time())
     ctx.recorder.close()
