@@ -7,6 +7,7 @@ import json
 import pytest
 
 from minihpc.cli.main import main
+from tests.unit.test_validator_contract import NN_CONFIG  # specs/parameter-server.md's, verbatim
 
 pytestmark = pytest.mark.integration
 
@@ -63,21 +64,6 @@ def test_output_folder_is_made_first_and_an_unwritable_one_stops_the_run_before_
     assert "Run complete" not in captured.out
 
 
-NN_CONFIG = """\
-batch_size: 32
-learning_rate: 0.001
-num_epochs: 2
-eval_steps: 200        # Evaluate every N steps
-track_gradients: true  # Log gradient norms to W&B
-model:
-  type: SimpleNN
-  input_dim: 784
-  hidden: 128
-  out: 10
-dataset:
-  name: MNIST
-"""
-"""specs/parameter-server.md's nn_config.yaml, verbatim."""
 
 
 def test_parameter_server_reads_the_specs_config_keys(runs, tmp_path, capsys, monkeypatch):

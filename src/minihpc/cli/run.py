@@ -24,6 +24,7 @@ from minihpc.core.batch import BATCH, wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import UsageError
 from minihpc.core.models import JobState
+from minihpc.machine.files import read_chunks
 from minihpc.state.connect import REDIS_ERRORS
 from minihpc.state.steps import INPUT_MAX
 
@@ -83,19 +84,14 @@ def forward_stdin(store, job_id: int, source: int = 0) -> None:
     then see no more input)."""
     sent = 0
     try:
-        while True:
-            try:
-                chunk = os.read(source, CHUNK)
-            except OSError:
-                chunk = b""
+        for chunk in read_chunks(source, CHUNK):
             if sent + len(chunk) > INPUT_MAX:
                 print(f"srun: error: stdin is over {INPUT_MAX >> 20} MiB, what minihpc forwards to a job; "
                       "the tasks see its end here (read a file instead)", file=sys.stderr)
-                chunk = b""
+                break
             sent += len(chunk)
-            store.write_input(job_id, 0, None, chunk or None)
-            if not chunk:
-                return
+            store.write_input(job_id, 0, None, chunk)
+        store.write_input(job_id, 0, None, None)
     except REDIS_ERRORS:
         pass
 

@@ -23,6 +23,7 @@ import threading
 
 from minihpc.core.errors import UsageError
 from minihpc.job.srun_output import Sink, check_pattern
+from minihpc.machine.files import read_chunks
 
 SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
 
@@ -148,15 +149,9 @@ def _forward_stdin(conn: socket.socket, source: int) -> None:
     """srun's stdin (or ``--input``'s file) to the server, then its end; stops quietly when
     the connection goes."""
     try:
-        while True:
-            try:
-                chunk = os.read(source, CHUNK)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                _send(conn, {"eof": True})
-                return
+        for chunk in read_chunks(source, CHUNK):
             _send(conn, {"i": base64.b64encode(chunk).decode()})
+        _send(conn, {"eof": True})
     except OSError:
         pass
 

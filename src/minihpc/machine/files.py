@@ -63,3 +63,16 @@ def remove_job_dirs(roots: Iterable[str | os.PathLike | None], job_id: int) -> N
         if root:
             # ignore_errors: a job may have left files that it alone can remove
             shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)
+
+
+def read_chunks(fd: int, size: int):
+    """What ``fd`` gives, ``size`` bytes at most at a time, until its end (a read error ends it
+    too: a closed terminal, a vanished pipe)."""
+    while True:
+        try:
+            chunk = os.read(fd, size)
+        except OSError:
+            return
+        if not chunk:
+            return
+        yield chunk
