@@ -116,6 +116,27 @@ srun -N 2 -n 3 bash -c 'echo "@block@ $SLURM_PROCID $SLURM_NODEID $SLURMD_NODENA
 srun bash -c 'env | grep -E "^SLURMD?_" | sort | sed -u "s/^/@task.$SLURM_PROCID@ /"'
 """
 
+ALLREDUCE_SCRIPT = r"""#!/bin/bash
+srun python3 - <<'PY'
+import os
+import torch
+import torch.distributed as dist
+
+rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+where = f"file://{os.environ['SLURM_SUBMIT_DIR']}/rdzv-{os.environ['SLURM_JOB_ID']}"
+dist.init_process_group("gloo", init_method=where, rank=rank, world_size=world)
+total = torch.tensor([float(rank + 1)])
+dist.all_reduce(total)
+print(f"@allreduce@ task {rank} of {world} on node {os.environ['SLURM_NODEID']}: all-reduce sum {int(total.item())}",
+      flush=True)
+dist.destroy_process_group()
+os._exit(0)
+PY
+"""
+"""The issue's batch-script pattern, as written: a heredoc on srun's stdin, a gloo all-reduce
+over every task. ``python3`` is this suite's (with torch) for both systems: PY_BIN, first on
+the job's PATH."""
+
 
 @dataclass(frozen=True)
 class Case:
@@ -129,6 +150,8 @@ CASES = {
     "exit7": Case(EXIT7_SCRIPT, ("-N", "1", "--ntasks-per-node", "1", "-D", "{work}/sub")),
     "io": Case(IO_SCRIPT, ("-N", "1", "--ntasks-per-node", "2")),
     "multi": Case(MULTI_SCRIPT, ("-N", str(NODES), "--ntasks-per-node", "2")),
+    "allreduce": Case(ALLREDUCE_SCRIPT, ("-N", str(NODES), "--ntasks-per-node", "1",
+                                         f"--export=ALL,PATH={{work}}/pybin:{SYSTEM_PATH}")),
 }
 
 # --- what minihpc is known to lack or add --------------------------------------------------------
@@ -399,6 +422,10 @@ def runs(slurm, cluster, tmp_path_factory) -> dict[str, Pair]:
     """Every case, run by real Slurm and by minihpc at the same time."""
     work = tmp_path_factory.mktemp("oracle")
     (work / "sub").mkdir()
+    (work / "pybin").mkdir()
+    python = work / "pybin" / "python3"  # only python3: srun stays each system's own
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a link would lose the venv (pyvenv.cfg)
+    python.chmod(0o755)
     for name, case in CASES.items():
         (work / f"oracle_{name}.sh").write_text(case.script)
     wait_until(cluster.idle, timeout=30, message="an idle minihpc cluster")
@@ -698,6 +725,16 @@ def test_sruns_io_is_slurms(runs, tag):
 # --- a 3-node job: where srun runs its tasks, and what they print ---------------------------------
 
 
+def test_the_issues_heredoc_all_reduce_prints_the_same_lines(runs):
+    """issue 37's acceptance: the heredoc batch script (``srun python3 - <<'PY'``, a gloo
+    all-reduce) on 3 nodes prints one line a task, each with the right sum, under real Slurm
+    and under minihpc alike."""
+    pair = runs["allreduce"]
+    expected = [f"task {t} of {NODES} on node {t}: all-reduce sum {NODES * (NODES + 1) // 2}" for t in range(NODES)]
+    assert sorted(pair.slurm.tagged("allreduce")) == expected, pair.slurm.output
+    assert sorted(pair.minihpc.tagged("allreduce")) == expected, pair.minihpc.output
+
+
 def test_a_heredoc_reaches_every_task_on_every_node(runs):
     """man srun, IO Redirection: srun's stdin (a heredoc) goes to every task, on every node of
     the allocation: six tasks, two a node, each prints its line."""
@@ -994,7 +1031,8 @@ def test_sacct_reports_each_ended_job_as_slurm_does(slurm, cluster, runs, queued
         out = c.run("sacct", *extra, *fields, ",".join(ids[c.system])).stdout
         lines = [line.split("|") for line in out.splitlines()]
         seen[c.system] = sorted([ids[c.system].get(job, job), *rest] for job, *rest in lines)
-    assert seen["Slurm"] == sorted([["env", "oracle_env.sh", "COMPLETED", "0:0"],
+    assert seen["Slurm"] == sorted([["allreduce", "oracle_allreduce.sh", "COMPLETED", "0:0"],
+                                    ["env", "oracle_env.sh", "COMPLETED", "0:0"],
                                     ["exit7", "oracle_exit7.sh", "FAILED", "7:0"],
                                     ["exits", "oracle_exits.sh", "FAILED", "3:0"],
                                     ["io", "oracle_io.sh", "COMPLETED", "0:0"],
