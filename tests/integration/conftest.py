@@ -163,3 +163,15 @@ def add_pending(store, job_id: int, nodes: int = 2) -> None:
     """A pending job record, straight into the store."""
     from minihpc.core.models import Job
     store.add_job(Job(job_id, f"j{job_id}", "u", "s", "s", "x", nodes_requested=nodes, submitted_at=time.time()))
+
+
+HEAVY_FIRST = ("test_validate.py", "test_drill.py", "test_validator_spec.py", "test_balanced_ddp.py",
+               "test_slurm_oracle.py", "test_requeue.py", "test_observability.py")
+"""Files whose tests take minutes (a clean-clone CI's JUnit report, 2026-11-27): handed to the
+parallel workers first (--dist loadfile gives out whole files in collection order), so the
+tier does not end with one worker running a long file while the others are idle."""
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
