@@ -206,6 +206,17 @@ def requested(request: Request, **where) -> Job:
     )
 
 
+def checked(store: Store, request: Request, text: str, name: str) -> tuple[dict[str, str], list[NodeStatus]]:
+    """Every check a submit makes before it records anything (UsageError, one line, for the
+    first that fails); the cluster record and the nodes they read."""
+    check_script(text, name)
+    cluster, nodes = store.cluster_info(), store.node_statuses()
+    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
+    check_placement(request, cluster, nodes)
+    check_dependency(store, request.dependency)
+    return cluster, nodes
+
+
 def submit(store: Store, request: Request) -> Job:
     """Record the job; the script is copied now, so later edits do not change it. With
     ``request.array``, one job per index (client.arrays): the task whose id is the array's is
@@ -215,12 +226,7 @@ def submit(store: Store, request: Request) -> Job:
     name = os.path.basename(request.script if in_tree else request.script_name or "stdin") if from_stdin else None
     source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
     text = request.text if request.text is not None else read_script(source)
-    check_script(text, name if from_stdin else os.path.basename(source))
-    cluster = store.cluster_info()
-    nodes = store.node_statuses()
-    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
-    check_placement(request, cluster, nodes)
-    check_dependency(store, request.dependency)
+    cluster, nodes = checked(store, request, text, name if from_stdin else os.path.basename(source))
     job_id = store.reserve_job_ids(len(request.array.indexes)) if request.array else store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
     copy = os.path.join(spool, name or os.path.basename(source))
@@ -248,11 +254,7 @@ def test_only(store: Store, request: Request, now: float | None = None) -> str:
     backfill plan would start it, in sbatch's words; nothing is recorded or spooled."""
     now = time.time() if now is None else now
     text = request.text if request.text is not None else read_script(os.path.abspath(request.script))
-    check_script(text, os.path.basename(request.script_name or request.script))
-    cluster, nodes = store.cluster_info(), store.node_statuses()
-    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
-    check_placement(request, cluster, nodes)
-    check_dependency(store, request.dependency)
+    cluster, nodes = checked(store, request, text, os.path.basename(request.script_name or request.script))
     probe = requested(request, id=0, name=request.name or "test-only", script="", script_source="",
                       script_sha256="", submitted_at=now)
     pending = store.pending_jobs()

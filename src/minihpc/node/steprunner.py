@@ -118,10 +118,9 @@ class StepRunner:
                     os.close(fd)
         budget, unbuffered = Budget(self.output_max), bool(io.get("unbuffered"))
         name = f"job {spec.job_id} step {step} task {procid}"
-        pumps = [OutputPump(out_r, 1, lambda fd, data: self._write(step, procid, fd, data), budget, unbuffered,
-                            f"{name} stdout"),
-                 OutputPump(err_r, 2, lambda fd, data: self._write(step, procid, fd, data), budget, unbuffered,
-                            f"{name} stderr")]
+        write = lambda fd, data: self._write(step, procid, fd, data)  # noqa: E731
+        pumps = [OutputPump(out_r, 1, write, budget, unbuffered, f"{name} stdout"),
+                 OutputPump(err_r, 2, write, budget, unbuffered, f"{name} stderr")]
         stdin = None
         if in_w is not None:
             stdin = InputPump(in_w, lambda after, wait: self.store.read_input(spec.job_id, spec.attempt, step, after,
