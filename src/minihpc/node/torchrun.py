@@ -7,7 +7,8 @@ the JSON file named by MINIHPC_RESULT_FILE, and exits with that code (128+N for 
 Ranks are forked from torchrun's agent (``MINIHPC_START_METHOD=fork``, the default) after it
 has imported torch and what DDP pulls in (torch._dynamo), instead of each rank starting a new
 interpreter and importing them again: on these 2-core machines that is 2-3 s of every job
-start (and of every resume after a failure). ``MINIHPC_START_METHOD=spawn`` gives torchrun's
+start (and of every resume after a failure). Nothing before the fork initializes CUDA (see
+_cuda_untouched), so each rank may use its GPUs as a spawned one would. ``MINIHPC_START_METHOD=spawn`` gives torchrun's
 own way, ``python -u -m minihpc.node.rank`` per rank.
 """
 
@@ -18,6 +19,7 @@ import os
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 
 from minihpc.core.launch_spec import RANK_MODULE
 from minihpc.core.outcome import from_returncode, signal_name
@@ -40,10 +42,35 @@ def _run_forked(args) -> None:
     args.start_method = "fork"
     if args.standalone:  # what torchrun's own run() does for --standalone
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
-    config, _cmd, _cmd_args = config_from_args(args)
+    with _cuda_untouched():
+        config, _cmd, _cmd_args = config_from_args(args)
     sys.stdout.flush()
     sys.stderr.flush()
     elastic_launch(config=config, entrypoint=forked)(*args.training_script_args)
+
+
+@contextmanager
+def _cuda_untouched():
+    """torchrun's LaunchConfig built without touching CUDA. Since torch 2.8 it asks
+    ``torch.accelerator.is_available()`` (for its default NUMA binding), which counts devices
+    through the CUDA runtime unless PYTORCH_NVML_BASED_CUDA_CHECK=1 -- and that "poisons" every
+    later fork of this process: each forked rank that touches CUDA dies with "Cannot
+    re-initialize CUDA in forked subprocess". Here the question is answered from NVML alone
+    (no GPU driver: no accelerator), which never initializes CUDA; torch's own device_count()
+    then asks NVML too."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    nvml_count = getattr(torch.cuda, "_device_count_nvml", None)
+    if accelerator is None or nvml_count is None or torch.version.hip:
+        yield
+        return
+    real = accelerator.is_available
+    accelerator.is_available = lambda: nvml_count() > 0
+    try:
+        yield
+    finally:
+        accelerator.is_available = real
 
 
 _PARSER = None
