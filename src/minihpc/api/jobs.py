@@ -31,7 +31,7 @@ FIELDS = {
     "dependency": "--dependency", "progress_timeout": "--progress-timeout", "launch": "--launch",
     "cpus_per_task": "--cpus-per-task", "output": "--output", "error": "--error", "export": "--export",
     "signal": "--signal", "begin": "--begin", "mem": "--mem", "gres": "--gres", "partition": "--partition",
-    "array": "--array",
+    "array": "--array", "gpus_per_node": "--gpus-per-node", "gpus": "--gpus", "gpus_per_task": "--gpus-per-task",
 }
 """Submission fields and the sbatch option each stands for (a few have a second name)."""
 OTHER_FIELDS = {"script", "script_name", "args", "file"}

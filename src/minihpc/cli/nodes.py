@@ -95,7 +95,7 @@ def _check(nodes: list[NodeStatus], name: str) -> int:
 
 def _node_json(n: NodeStatus, partitions: Partitions) -> dict:
     return {"name": n.name, "state": n.state.value, "addr": n.addr, "cpus": n.cpus, "memory_bytes": n.memory_bytes,
-            "gpus": n.gpus, "partitions": partitions.of_node(n.name),
+            "gpus": n.gpus, "gpu_devices": n.gpu_devices, "partitions": partitions.of_node(n.name),
             "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics,
             "cpu_model": n.cpu_model, "cpu_limit": n.cpu_limit, "gpu_model": n.gpu_model, "gflops": n.gflops,
             "allreduce_gbps": n.allreduce_gbps}

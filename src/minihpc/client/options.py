@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from minihpc.client.submit import Request
 from minihpc.core import dependency as dependencies
+from minihpc.core import gpus
 from minihpc.core.batch import LAUNCHES, launch_mode
 from minihpc.core.errors import UsageError
 from minihpc.core.models import Priority
@@ -184,6 +185,7 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         cold=bool(pick("cold", False)),
         mem_bytes=node_memory(pick("mem"), pick("mem_per_cpu"), tpn * int(pick("cpus_per_task", 1))),
         gpus=node_gpus(pick("gres"), pick("gpus_per_node"), pick("gpus"), pick("gpus_per_task"), nodes, tpn),
+        gpus_per_task=gpus.count(pick("gpus_per_task"), "--gpus-per-task") if pick("gpus_per_task") else 0,
         partition=pick("partition", ""),
         array=parse_array(pick("array")) if pick("array") else None,
         hold=bool(pick("hold", False)),
@@ -209,14 +211,6 @@ def node_memory(mem: str | None, per_cpu: str | None, cpus: int) -> int:
     return parse_mem(mem) if mem else 0
 
 
-def _count(text: str, option: str) -> int:
-    """``N``, ``gpu:N`` or ``gpu:TYPE:N`` -> N."""
-    parts = text.strip().split(":")
-    if parts[-1].isdigit() and (len(parts) == 1 or (parts[0] == "gpu" and len(parts) <= 3)):
-        return int(parts[-1])
-    raise UsageError(f"invalid {option} {text!r}: expected N or gpu:N")
-
-
 def node_gpus(gres: str | None, per_node: str | None, total: str | None, per_task: str | None, nodes: int,
               tasks: int) -> int:
     """GPUs each node must have, from whichever of Slurm's GPU options is given (one only)."""
@@ -230,7 +224,7 @@ def node_gpus(gres: str | None, per_node: str | None, total: str | None, per_tas
     option, value = given[0]
     if option == "--gres":
         return parse_gres(value)
-    count = _count(value, option)
+    count = gpus.count(value, option)
     if option == "--gpus-per-node":
         return count
     if option == "--gpus-per-task":

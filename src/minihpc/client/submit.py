@@ -48,6 +48,7 @@ class Request:
     cold: bool = False
     mem_bytes: int = 0
     gpus: int = 0
+    gpus_per_task: int = 0
     partition: str = ""
     array: ArraySpec | None = None
     hold: bool = False  # sbatch -H/--hold: recorded held, started only once released
@@ -195,6 +196,7 @@ def requested(request: Request, **where) -> Job:
         cold=request.cold,
         mem_bytes=request.mem_bytes,
         gpus=request.gpus,
+        gpus_per_task=request.gpus_per_task,
         partition=request.partition,
         nodelist=list(request.nodelist),
         exclude=list(request.exclude),

@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from minihpc.core import partitions
+from minihpc.core import gpus, partitions
 from minihpc.core.errors import UsageError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -89,6 +89,11 @@ NODE_GPUS = -1
 """GPUs a node agent registers (MINIHPC_NODE_GPUS, for tests and operators); -1: the agent
 counts its ``/dev/nvidiaN`` device files."""
 
+NODE_GPU_DEVICES = ""
+"""The GPU ordinals a node agent offers (MINIHPC_NODE_GPU_DEVICES: ``0,1``, ``2-3``; see
+minihpc.core.gpus): local mode gives each of its nodes its own share of the machine's GPUs this
+way. Empty: the first ``node_gpus`` (all it counts, by default)."""
+
 SPEED_PROBE = True
 """Whether a node agent measures its compute speed once when it starts (MINIHPC_SPEED_PROBE:
 python -m minihpc.machine.speed_probe, a few seconds of one process, in the background; the
@@ -129,6 +134,7 @@ class Settings:
     default_partition: str = DEFAULT_PARTITION
     node_features: str = NODE_FEATURES
     node_gpus: int = NODE_GPUS
+    node_gpu_devices: str = NODE_GPU_DEVICES
     speed_probe: bool = SPEED_PROBE
     crash_events: bool = CRASH_EVENTS
     warm_launcher: bool = WARM_LAUNCHER
@@ -188,6 +194,7 @@ def load_settings(config_file: str | None = None, env: dict | None = None) -> Se
             pass
     settings = Settings(**{k: _coerce(k, v) for k, v in values.items()})
     partitions.parse(settings.partitions, settings.default_partition, settings.node_features)  # a bad one fails here
+    gpus.parse_devices(settings.node_gpu_devices)
     return settings
 
 
@@ -212,7 +219,7 @@ _COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job
 """Whole-number settings, with their least value."""
 
 
-_TEXTS = {"redis_url", "job_user", "partitions", "default_partition", "node_features"}
+_TEXTS = {"redis_url", "job_user", "partitions", "default_partition", "node_features", "node_gpu_devices"}
 """Settings kept as text."""
 
 

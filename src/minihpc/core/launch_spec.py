@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from minihpc.core import gpus
 from minihpc.core.arrays import array_env
 from minihpc.core.parsing import compress_hostlist
 
@@ -51,6 +52,8 @@ class LaunchSpec:
     array_job_id: int | None = None
     array_task_id: int | None = None
     array_spec: str = ""
+    gpus: list[int] = field(default_factory=list)  # the node's GPU ordinals the job holds (core.gpus)
+    gpus_per_task: int = 0  # --gpus-per-task: each task sees only its own slice of them
 
     @property
     def nnodes(self) -> int:
@@ -170,6 +173,7 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
         env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
     if spec.partition:
         env["SLURM_JOB_PARTITION"] = spec.partition
+    env.update(gpus.job_env(spec.gpus, spec.gpus_per_task))  # none: CUDA_VISIBLE_DEVICES empty
     if spec.array_job_id is not None:
         env.update(array_env(spec.array_job_id, spec.array_task_id, spec.array_spec))
     return env

@@ -128,6 +128,7 @@ class Job:
     cold: bool = False  # --cold: a new interpreter for its torchrun, not a fork of the warm launcher
     mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
     gpus: int = 0  # --gres=gpu:N: GPUs each node must have
+    gpus_per_task: int = 0  # --gpus-per-task: each task sees only its own N of them (core.gpus)
     partition: str = ""  # -p: the node group it runs in, "" : the default partition
     nodelist: list[str] = field(default_factory=list)  # -w: nodes it must run on (with others, up to -N)
     exclude: list[str] = field(default_factory=list)  # -x: nodes it must never run on
@@ -155,7 +156,7 @@ class Job:
     _LISTS = ("args", "dependency", "nodes", "nodelist", "exclude")
     _DICTS = ("environment",)
     _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
-             "gpus", "array_limit")
+             "gpus", "gpus_per_task", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
     _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
@@ -270,6 +271,7 @@ class NodeStatus:
     last_heartbeat: float | None = None
     metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
     gpus: int = 0  # GPUs the node has (--gres=gpu:N)
+    gpu_devices: list[int] = field(default_factory=list)  # their ordinals on the node (core.gpus)
     cpu_model: str = ""  # as /proc/cpuinfo names it (machine.hardware); "" before a registration said
     cpu_limit: float | None = None  # its cgroup's CPU quota in CPUs; None: unlimited
     gpu_model: str = ""  # its GPUs' model(s), NVML's names; "" without GPUs

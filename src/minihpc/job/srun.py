@@ -21,18 +21,20 @@ import socket
 import sys
 import threading
 
+from minihpc.core import gpus
 from minihpc.core.errors import UsageError
 from minihpc.job.srun_output import Sink, check_pattern
 from minihpc.machine.files import read_chunks
 
 SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
 
-IGNORED = ("--mpi", "--cpu-bind", "--cpu_bind", "--gpus-per-task", "--gpu-bind", "--mem", "--mem-per-cpu",
-           "--gres", "-c", "--cpus-per-task", "-J", "--job-name", "--hint", "-W", "--wait")
+IGNORED = ("--mpi", "--cpu-bind", "--cpu_bind", "--gpu-bind", "--mem", "--mem-per-cpu", "-c", "--cpus-per-task", "-J", "--job-name", "--hint", "-W", "--wait")
 """Options taking a value that srun accepts and ignores here (one warning each)."""
 IGNORED_FLAGS = ("--exclusive", "--overlap", "-X", "--disable-status",
                  "-Q", "--quiet", "-v", "--verbose")
 """Flags srun accepts and ignores here."""
+GPU_OPTIONS = ("--gres", "--gpus-per-node", "-G", "--gpus")
+"""A step's GPUs are its job's on each node (a step asking more than that is refused)."""
 OPTIONAL = ("-K", "--kill-on-bad-exit")
 """``-K[0|1]``: what minihpc always does (a failed task kills the step), so it is accepted
 silently, with or without its value (``-K1``, ``--kill-on-bad-exit=1``)."""
@@ -55,6 +57,9 @@ def parser() -> Parser:
     p.add_argument("-e", "--error", default=None)
     p.add_argument("-l", "--label", action="store_true")
     p.add_argument("-u", "--unbuffered", action="store_true")
+    p.add_argument("--gpus-per-task", default=None, metavar="[gpu:]N")
+    for name in GPU_OPTIONS:
+        p.add_argument(name, dest=f"gpu {name}", default=None, metavar="[gpu:]N")
     for name in IGNORED:
         p.add_argument(name, dest=f"ignored {name}", default=None)
     for name in IGNORED_FLAGS:
@@ -127,12 +132,28 @@ def check(args: argparse.Namespace) -> None:
     for option, value in (("--output", args.output), ("--error", args.error)):
         if value is not None:
             check_pattern(option, value)
+    step_gpus(args, os.environ)
+
+
+def step_gpus(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``--gpus-per-task``'s N (0 without it); UsageError for a step asking more GPUs of a
+    node than its job holds there (SLURM_GPUS_ON_NODE), as Slurm refuses it."""
+    have = int(env.get("SLURM_GPUS_ON_NODE") or 0)
+    per_task = gpus.count(args.gpus_per_task, "--gpus-per-task") if args.gpus_per_task else 0
+    asked = [(name, gpus.count(getattr(args, f"gpu {name}"), name)) for name in GPU_OPTIONS
+             if getattr(args, f"gpu {name}") is not None]
+    if per_task:
+        asked.append(("--gpus-per-task", per_task))
+    for name, count in asked:
+        if count > have:
+            raise UsageError(f"{name}: the job holds {have} GPU(s) on each node; a step cannot ask for {count}")
+    return per_task
 
 
 def request(args: argparse.Namespace, env: dict[str, str], cwd: str) -> dict:
     return {"argv": list(args.command), "nodes": args.nodes, "ntasks": args.ntasks,
             "ntasks_per_node": args.ntasks_per_node, "env": env, "cwd": cwd, "input": input_mode(args.input),
-            "unbuffered": args.unbuffered}
+            "unbuffered": args.unbuffered, "gpus_per_task": step_gpus(args, env)}
 
 
 def pattern_values(env: dict[str, str], step: int) -> dict[str, str]:

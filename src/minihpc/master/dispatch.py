@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from minihpc.core import gpus
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import Job, NodeStatus
 from minihpc.core.partitions import Partitions
@@ -54,6 +55,8 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id,
             array_spec=job.array_spec,
+            gpus=gpus.allocate(nodes[name].gpu_devices, job.gpus),
+            gpus_per_task=job.gpus_per_task,
         )
         for rank, name in enumerate(job.nodes)
     ]

@@ -18,7 +18,7 @@ import warnings
 import redis
 from rq import Queue, SimpleWorker
 
-from minihpc.core import measurements
+from minihpc.core import gpus, measurements
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import NodeStatus
@@ -44,7 +44,11 @@ def launch_task(**payload) -> dict:
     if agent is None:
         raise RuntimeError("launch_task runs only inside a minihpc node agent")
     spec = LaunchSpec.from_payload(payload)
-    result = run_share(spec, agent.store, agent.settings, agent.shutting_down, agent.warm)
+    agent.gpus_held = (spec.job_id, list(spec.gpus)) if spec.gpus else None
+    try:
+        result = run_share(spec, agent.store, agent.settings, agent.shutting_down, agent.warm)
+    finally:
+        agent.gpus_held = None
     return result.to_dict()
 
 
@@ -147,6 +151,7 @@ class NodeAgent:
         # Reentrant: SIGTERM's handler may run while run()'s own _leave holds it.
         self._beating = threading.RLock()
         self.warm = WarmLauncher() if settings.warm_launcher else None
+        self.gpus_held: tuple[int, list[int]] | None = None  # (job, the GPUs its share runs on), for the exporter
 
     def going_down(self) -> None:
         """A stop was asked for: stop heartbeating and drop the alive key at once, so the
@@ -192,21 +197,23 @@ class NodeAgent:
         queue.empty()
         metrics = ""
         if self.metrics_port is not None:
-            collector = NodeCollector(self.name, self._current_job, self._models_dir, self._record)
+            collector = NodeCollector(self.name, self._current_job, self._models_dir, self._record,
+                                      held_gpus=lambda: self.gpus_held)
             metrics = f"{self.addr}:{serve(self.metrics_port, collector)}"
-        gpus = self.settings.node_gpus if self.settings.node_gpus >= 0 else gpu_count()
+        devices = gpus.node_devices(self.settings.node_gpu_devices, self.settings.node_gpus, gpu_count())
         cpus, cpu_model, cpu_limit = hardware.usable_cpus(), hardware.cpu_model(), hardware.cpu_limit()
         self.store.register_node(
             self.name,
             self.addr,
             cpus=cpus,
             memory_bytes=hardware.memory_bytes(),
-            gpus=gpus,
+            gpus=len(devices),
+            gpu_devices=devices,
             ttl=self.settings.node_timeout,
             metrics=metrics,
             cpu_model=cpu_model,
             cpu_limit=cpu_limit,
-            gpu_model=hardware.gpu_model(hardware.gpus(), gpus),
+            gpu_model=hardware.gpu_model(hardware.gpus(), len(devices)),
         )
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
         if self.warm is not None:

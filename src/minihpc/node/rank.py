@@ -17,6 +17,8 @@ import runpy
 import sys
 import traceback
 
+from minihpc.core import gpus
+
 
 def exit_code(exc: SystemExit) -> int:
     """The status ``sys.exit(...)`` asks for, as the interpreter reads it."""
@@ -88,6 +90,7 @@ def run(script: str, args: list[str]) -> int:
     reaper = _become_subreaper()
     os.environ["SLURM_PROCID"] = os.environ.get("RANK", "0")
     os.environ["SLURM_LOCALID"] = os.environ.get("LOCAL_RANK", "0")
+    os.environ.update(gpus.task_env(os.environ, int(os.environ["SLURM_LOCALID"])))  # --gpus-per-task
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     code = 0

@@ -8,7 +8,7 @@ peer's uid is checked with SO_PEERCRED); the request is the job's word and is us
 start processes as that user.
 
 Protocol, one JSON object per line: srun sends ``{"argv", "nodes", "ntasks", "ntasks_per_node",
-"env", "cwd", "input", "unbuffered"}``; the server answers ``{"step", "ntasks", "nodes",
+"env", "cwd", "input", "unbuffered", "gpus_per_task"}``; the server answers ``{"step", "ntasks", "nodes",
 "tasks"}`` when the tasks are sent, then the tasks' output as it comes, ``{"o": base64, "t":
 task, "f": 1 or 2}``, then ``{"exit_code", "errors"}`` at the end, after all of the output --
 or ``{"error"}`` for a step that cannot run. Meanwhile srun sends its stdin, ``{"i": base64}``
@@ -102,7 +102,8 @@ class StepServer:
         spec = self.spec
         io = {"input": request.get("input", "none"), "unbuffered": bool(request.get("unbuffered"))}
         start = {"kind": START, "step": step, "argv": request["argv"], "env": request.get("env") or {},
-                 "cwd": request.get("cwd") or "", "nodes": lay.nodes, "tasks": lay.tasks, "io": io}
+                 "cwd": request.get("cwd") or "", "nodes": lay.nodes, "tasks": lay.tasks, "io": io,
+                 "gpus_per_task": request.get("gpus_per_task") or 0}
         retrying(self.store.send, spec.job_id, spec.attempt, {n: start for n in lay.nodes},
                  what=f"job {spec.job_id} step {step}", deadline=30.0)
         log.info("job %s step %s: %d task(s) on %s: %s", spec.job_id, step, lay.ntasks, ",".join(lay.nodes),
@@ -217,7 +218,7 @@ def read_request(conn: socket.socket) -> dict:
     argv = request.get("argv") if isinstance(request, dict) else None
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise UsageError("srun needs a command to run")
-    for name in ("nodes", "ntasks", "ntasks_per_node"):
+    for name in ("nodes", "ntasks", "ntasks_per_node", "gpus_per_task"):
         value = request.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise UsageError(f"{name} must be a whole number, got {value!r}")

@@ -21,10 +21,12 @@ import psutil
 import redis
 
 from minihpc.client.access import USER_NAME, create_token, login_name, revoke
+from minihpc.core import gpus
 from minihpc.core.config import shared_layout
 from minihpc.core.errors import UsageError
 from minihpc.machine import ports
 from minihpc.machine.local_state import LocalState
+from minihpc.machine.resources import gpu_count
 from minihpc.machine.processes import process_tree, terminate
 from minihpc.state import acl
 from minihpc.state.connect import REDIS_ERRORS
@@ -135,11 +137,12 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     store = Store(_wait_for_redis(url, pids, state))
     store.set_cluster_info(dict(layout, **(published or {}), created_at=str(time.time())))
     names = node_names(workers)
-    # Each node's command line, so the health monitor can respawn a node that died.
+    # Each node's command line (the health monitor respawns a node that died), its own GPUs.
+    shares = gpus.local_node_env(os.environ, gpu_count(), len(names))
     agents = {
         name: {"argv": CLI + ["agent", "--name", name, "--addr", "127.0.0.1", "--metrics-port", "0"],
-               "log": str(state.log(name)), "env": daemon_env["node"]}
-        for name in names
+               "log": str(state.log(name)), "env": dict(daemon_env["node"], **share)}
+        for name, share in zip(names, shares)
     }
     state.save_node_commands(agents)
     # The master serves the cluster's metrics and keeps Prometheus's file-SD targets (every
@@ -150,7 +153,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.save_master_command(master)  # to start it again as the master's Redis user, not the CLI's
     pids["master"] = _spawn(master["argv"], state.log("master"), env["master"])
     for name in names:
-        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), env["node"])
+        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), dict(env["node"], **agents[name]["env"]))
     if api_port:
         pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"), env["cli"])
     state.save_pids(pids)

@@ -25,17 +25,19 @@ class NodeRegistry:
 
     def register_node(
         self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = "", gpus: int = 0,
-        cpu_model: str = "", cpu_limit: float | None = None, gpu_model: str = "",
+        cpu_model: str = "", cpu_limit: float | None = None, gpu_model: str = "", gpu_devices: list[int] | None = None,
     ) -> None:
         """Record what the node is made of (each registration says it anew) and that it is up.
-        What was measured of it (core.measurements) stays until measured again."""
+        What was measured of it (core.measurements) stays until measured again. ``gpu_devices``:
+        the ordinals of its ``gpus`` (default 0..gpus-1)."""
+        devices = list(range(gpus)) if gpu_devices is None else list(gpu_devices)
         now = time.time()
         with self.r.pipeline() as pipe:
             pipe.sadd(keys.NODES, name)
             pipe.hset(
                 keys.node(name),
-                mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes, "gpus": gpus,
-                         "cpu_model": cpu_model, "gpu_model": gpu_model,
+                mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes, "gpus": len(devices),
+                         "gpu_devices": ",".join(map(str, devices)), "cpu_model": cpu_model, "gpu_model": gpu_model,
                          "metrics": metrics, "registered_at": now, "last_heartbeat": now},
             )
             if cpu_limit is not None:
@@ -216,6 +218,7 @@ def _node_status(name: str, info: dict, alive, alloc, drain) -> NodeStatus:
         cpus=int(info.get("cpus") or 0),
         memory_bytes=int(info.get("memory_bytes") or 0),
         gpus=int(info.get("gpus") or 0),
+        gpu_devices=_devices(info),
         last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
         metrics=info.get("metrics") or None,
         cpu_model=info.get("cpu_model", ""),
@@ -224,6 +227,13 @@ def _node_status(name: str, info: dict, alive, alloc, drain) -> NodeStatus:
         gflops=measurements.number(info.get(measurements.GFLOPS)),
         allreduce_gbps=measurements.number(info.get(measurements.ALLREDUCE)),
     )
+
+
+def _devices(info: dict) -> list[int]:
+    """A node's GPU ordinals as registered (0..gpus-1 for a registration that named none)."""
+    if "gpu_devices" not in info:
+        return list(range(int(info.get("gpus") or 0)))
+    return [int(d) for d in info["gpu_devices"].split(",") if d.strip().isdigit()]
 
 
 def node_sort_key(name: str) -> tuple:
