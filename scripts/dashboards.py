@@ -110,7 +110,12 @@ DASHBOARDS = [
               ("minihpc_host_memory_total_bytes", "total ({{node}})"), unit="bytes"),
         panel("Host load (1 min)", ("minihpc_host_load1", "{{node}}")),
         panel("GPUs", ("minihpc_host_gpus", "GPUs ({{node}})"), ("minihpc_gpu_utilization_ratio", "{{node}} GPU {{gpu}}"),
-              description="GPU utilisation (0-1) through NVML; only the GPU count (0) without a GPU."),
+              ("minihpc_gpu_utilization_ratio * on(node, gpu) group_left(job_id) minihpc_gpu_job_info",
+               "{{node}} GPU {{gpu}} job {{job_id}}"),
+              ("sum by (node) (minihpc_gpu_allocated)", "GPUs allocated ({{node}})"),
+              description="GPU utilisation (0-1) through NVML, each GPU a job holds with its job id "
+                          "(minihpc_gpu_job_info), and the GPUs allocated per node; only the GPU count (0) "
+                          "without a GPU."),
     ]),
     dashboard("minihpc-training", "minihpc / Jobs and training", "Running jobs as their ranks report them "
               "(minihpc.progress); a job's series end when it ends.", [

@@ -353,3 +353,18 @@ def test_the_exporter_shows_the_hardware_and_each_figure_only_when_known():
         assert f"minihpc_node_{name}" not in body
     body = _scrape(None)  # Redis away: the rest of the scrape still comes
     assert "minihpc_node_info" not in body and 'minihpc_node_allocated{node="n1"} 0.0' in body
+
+
+def test_the_exporter_says_which_job_holds_which_gpu_without_a_job_label_on_every_series():
+    record = NodeStatus("n1", "a", True, gpus=3, gpu_devices=[4, 5, 6])
+    registry = CollectorRegistry()
+    registry.register(NodeCollector("n1", lambda: 7, record=lambda: record, container=False,
+                                    held_gpus=lambda: (7, [4, 5])))
+    body = generate_latest(registry).decode()
+    assert 'minihpc_gpu_allocated{gpu="4",node="n1"} 1.0' in body
+    assert 'minihpc_gpu_allocated{gpu="6",node="n1"} 0.0' in body
+    assert 'minihpc_gpu_job_info{gpu="5",job_id="7",node="n1"} 1.0' in body
+    assert 'gpu="6",job_id' not in body
+    idle = _scrape(record)
+    assert 'minihpc_gpu_allocated{gpu="4",node="n1"} 0.0' in idle and "minihpc_gpu_job_info{" not in idle
+    assert "minihpc_gpu_allocated{" not in _scrape(NodeStatus("n1", "a", True))  # no GPU: no series

@@ -32,8 +32,10 @@ class NodeCollector:
 
     def __init__(self, node: str, current_job: Callable[[], int | None],
                  shared_dir: Callable[[], str | None] = lambda: None,
-                 record: Callable[[], NodeStatus | None] = lambda: None, container: bool | None = None):
+                 record: Callable[[], NodeStatus | None] = lambda: None, container: bool | None = None,
+                 held_gpus: Callable[[], tuple[int, list[int]] | None] = lambda: None):
         self.node = node
+        self.held_gpus = held_gpus
         self.current_job = current_job
         self.shared_dir = shared_dir
         self.record = record
@@ -86,7 +88,9 @@ class NodeCollector:
             yield self._gauge("minihpc_node_disk_size_bytes", "Size of the shared volume's filesystem.",
                               disk.total, mount="shared")
 
-        yield from self._hardware(self.record())
+        record = self.record()
+        yield from self._hardware(record)
+        yield from self._gpu_holders(record)
 
         yield self._gauge("minihpc_host_cpu_usage_ratio", "Host CPU busy fraction since the last scrape (0-1).",
                           psutil.cpu_percent(None) / 100.0)
@@ -110,6 +114,26 @@ class NodeCollector:
                     mem.add_metric(labels, gpu["memory_used"])
                     total.add_metric(labels, gpu["memory_total"])
             yield from (util, mem, total)
+
+    def _gpu_holders(self, record: NodeStatus | None) -> Iterator[Metric]:
+        """Which of the node's GPUs a job holds: ``minihpc_gpu_allocated`` (0/1) per registered
+        GPU, and one ``minihpc_gpu_job_info`` series per held GPU naming the job -- joined to the
+        NVML series on node and gpu, so the job's id is not a label of every sample."""
+        devices = record.gpu_devices if record is not None else []
+        held = self.held_gpus()
+        job, mine = held if held else (None, [])
+        allocated = GaugeMetricFamily("minihpc_gpu_allocated", "1 while a job holds this GPU of the node, else 0.",
+                                      labels=["node", "gpu"])
+        info = GaugeMetricFamily("minihpc_gpu_job_info", "The job holding this GPU (1 per held GPU).",
+                                 labels=["node", "gpu", "job_id"])
+        for gpu in devices:
+            allocated.add_metric([self.node, str(gpu)], 1.0 if gpu in mine else 0.0)
+        for gpu in mine:
+            info.add_metric([self.node, str(gpu), str(job)], 1.0)
+        if devices:
+            yield allocated
+        if mine:
+            yield info
 
     def _hardware(self, record: NodeStatus | None) -> Iterator[Metric]:
         """What the node registered and what was measured of it; each figure only when known."""
