@@ -1,8 +1,16 @@
 #!/usr/bin/env python
-"""Train a small CNN on MNIST with DistributedDataParallel over gloo, one rank per node.
+"""Train a small CNN on MNIST with DistributedDataParallel, on CPUs over gloo or GPUs over NCCL.
 
     minihpc submit -N 3 jobs/train_mnist_distributed.py --epochs 8
+    minihpc submit -N 1 --ntasks-per-node 2 --gres gpu:2 jobs/train_mnist_distributed.py
     make submit JOB=jobs/train_mnist_distributed.py NODES=3
+
+--device auto (the default) trains on CUDA when torch has it and the job was given GPUs
+(CUDA_VISIBLE_DEVICES unset or not empty; the cluster sets it empty for a job without --gres),
+else on the CPU; --device cuda without a GPU is one error line and exit 2. On CUDA each rank
+takes GPU LOCAL_RANK mod the GPUs it sees. --backend auto is NCCL when every rank of the node
+has a GPU of its own, else gloo (ranks sharing a GPU; gloo carries their CUDA tensors); --backend
+gloo or nccl forces one. On the CPU the run is the same, step for step, as before GPUs existed.
 
 Each rank reads its own shard (DistributedSampler). Rank 0 saves a checkpoint to the job's
 directory on the shared models volume ($MINIHPC_CHECKPOINT_DIR) every --checkpoint-every steps,
@@ -38,6 +46,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
 from minihpc import balance, checkpoint, preempt, profiling, progress, tracking
+from minihpc.job import devices
 
 
 def parse_args():
@@ -66,7 +75,24 @@ def parse_args():
     p.add_argument("--profile", type=profiling.steps_argument, default=os.environ.get(profiling.ENV), metavar="STEPS",
                    help="N (N steps after a warm-up) or A:B (steps A to B): a PyTorch profiler trace per rank "
                         f"(default: ${profiling.ENV})")
+    p.add_argument("--device", choices=devices.DEVICES, default="auto",
+                   help="cuda when the job was given GPUs and torch has CUDA, else cpu (default: auto)")
+    p.add_argument("--backend", choices=devices.BACKENDS, default="auto",
+                   help="nccl when every rank has a GPU of its own, else gloo (default: auto)")
     return p.parse_args()
+
+
+def placement(args) -> tuple[torch.device, str]:
+    """(this rank's device, the process group's backend) from --device and --backend; on CUDA,
+    the rank's GPU becomes the current one. ValueError when what was asked for cannot be had."""
+    kind = devices.choose_device(args.device, torch.cuda.is_available(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if kind == "cpu":
+        return torch.device("cpu"), devices.choose_backend(args.backend, "cpu", 0, 1)
+    gpus = torch.cuda.device_count()
+    backend = devices.choose_backend(args.backend, "cuda", gpus, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    index = devices.local_index(int(os.environ.get("LOCAL_RANK", "0")), gpus)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index), backend
 
 
 @dataclass
@@ -74,6 +100,7 @@ class Run:
     """One attempt's training state; ``step`` is the last step trained."""
 
     args: argparse.Namespace
+    device: torch.device
     rank: int
     world: int
     sampler: DistributedSampler | balance.GlobalBatchSampler
@@ -90,32 +117,34 @@ class Run:
     loss: float = 0.0
 
 
-def setup(args) -> Run:
+def setup(args, device: torch.device, backend: str) -> Run:
     """The process group, data, model and optimizer, in the same order on every attempt (the
-    order decides what the seeded generator gives each of them)."""
+    order decides what the seeded generator gives each of them). The model is made on the CPU
+    and then moved, so a GPU run starts from the CPU run's weights."""
     torch.set_num_threads(1)  # ranks share a node's cores; oversubscription slows everyone
     if args.double:
         torch.set_default_dtype(torch.float64)
-    dist.init_process_group("gloo")
+    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
 
     train = mnist.dataset(mnist.data_root(args.data_root), train=True)
     sampler, loader, balancer = data(args, train, rank, world)
-    model = DDP(mnist.Net())
-    timer = progress.StepTimer()
+    cuda = device.type == "cuda"
+    model = DDP(mnist.Net().to(device), device_ids=[device.index] if cuda else None)
+    timer = progress.StepTimer(torch.cuda.synchronize if cuda else None)
     timer.hook_allreduce(model)  # before any backward pass, as DDP requires
     # DDP lays its gradient buckets out again after the first backward pass, and the layout
     # decides the order in which gloo sums each gradient. One throwaway pass here gives every
     # attempt, fresh or resumed, the same layout for every real step, so a resumed run repeats
     # the uninterrupted run's losses exactly.
-    model(torch.zeros(1, 1, 28, 28)).sum().backward()
+    model(torch.zeros(1, 1, 28, 28, device=device)).sum().backward()
     model.zero_grad(set_to_none=True)
     timer.lap()  # the throwaway pass is not a step
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     profiler = profiling.Profiler.configured(args.profile, os.path.join(args.checkpoint_dir, "profile"), rank)
-    return Run(args, rank, world, sampler, loader, model, timer, optimizer, len(loader), len(loader) * args.epochs,
-               len(train), balancer, profiler)
+    return Run(args, device, rank, world, sampler, loader, model, timer, optimizer, len(loader),
+               len(loader) * args.epochs, len(train), balancer, profiler)
 
 
 def data(args, train, rank: int, world: int):
@@ -145,6 +174,8 @@ def resume(run: Run) -> None:
     elif run.rank == 0:
         print(f"starting: {run.images} images, {run.world} ranks, {run.steps_per_epoch} steps per epoch, "
               f"{run.total_steps} steps", flush=True)
+    if run.rank == 0:
+        print(f"training on {run.device} over {dist.get_backend()}", flush=True)
     if run.balancer is not None and run.rank == 0:
         print(f"balanced batches: global batch {run.balancer.global_batch}, batch sizes "
               f"{'/'.join(map(str, run.balancer.shares))} to start", flush=True)
@@ -167,8 +198,13 @@ def save(run: Run) -> None:
 
 def main() -> int:
     args = parse_args()
+    try:
+        device, backend = placement(args)
+    except ValueError as exc:
+        print(f"train_mnist_distributed.py: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     stop = preempt.StopRequest()
-    run = setup(args)
+    run = setup(args, device, backend)
     resume(run)
     code = train(run, stop)
     if code is not None:
@@ -296,7 +332,8 @@ def train_step(run: Run, batches) -> tuple[torch.Tensor, int]:
     """One step, timed by phase: (this rank's mean loss, its batch size)."""
     with run.timer.phase("data"):
         images, labels = next(batches)
-        images = images.to(torch.get_default_dtype())  # float64 with --double; else unchanged
+        images = images.to(run.device, torch.get_default_dtype())  # float64 with --double; else unchanged
+        labels = labels.to(run.device)
     run.optimizer.zero_grad()
     with run.timer.phase("forward"):
         loss = F.cross_entropy(run.model(images), labels)

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 
 from minihpc.job import checkpoint
@@ -91,3 +92,56 @@ def test_random_states_round_trip_through_a_checkpoint(tmp_path):
     torch.manual_seed(99), random.seed(99), numpy.random.seed(99)
     checkpoint.set_rng_state(checkpoint.load_latest(tmp_path, attempt=1).state["rng"])
     assert (torch.rand(3).tolist(), random.random(), numpy.random.rand()) == expected
+
+
+# --- GPUs: states saved on N GPUs restore on another number of them (issue 34) -----------------
+
+def test_only_the_saved_gpu_states_that_fit_are_restored():
+    saved = ["g0", "g1", "g2", "g3"]
+    assert checkpoint.cuda_states_to_restore(saved, 2) == ["g0", "g1"]
+    assert checkpoint.cuda_states_to_restore(saved[:1], 4) == ["g0"]  # the other GPUs keep their own seeds
+    assert checkpoint.cuda_states_to_restore(saved, 0) == []
+
+
+def test_restoring_four_gpu_states_on_a_two_gpu_run_sets_two(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, device: calls.append((s.device.type, device)))
+    states = [torch.zeros(16, dtype=torch.uint8) for _ in range(4)]
+    checkpoint.set_rng_state({"cuda": states})
+    assert calls == [("cpu", 0), ("cpu", 1)]
+
+
+def test_gpu_states_are_left_alone_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a, **k: pytest.fail("touched CUDA without CUDA"))
+    checkpoint.set_rng_state({"cuda": [torch.zeros(16, dtype=torch.uint8)]})
+
+
+def test_a_generator_state_loaded_onto_another_device_is_brought_back_to_the_cpu(monkeypatch):
+    """A checkpoint loaded onto a GPU holds its CPU generator's state there too; torch takes
+    generator states from the CPU only."""
+    taken = []
+    monkeypatch.setattr(torch, "set_rng_state", lambda s: taken.append(s.device.type))
+
+    class Elsewhere:
+        def cpu(self):
+            return torch.zeros(1, dtype=torch.uint8)
+
+    checkpoint.set_rng_state({"torch": Elsewhere()})
+    assert taken == ["cpu"]
+
+
+def test_load_latest_maps_onto_this_ranks_device_by_default(tmp_path, monkeypatch):
+    from minihpc.job import devices
+
+    checkpoint.save(tmp_path, 1, state(1), attempt=1)
+    seen = []
+    real = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: seen.append(k["map_location"]) or real(*a, **k))
+    checkpoint.load_latest(tmp_path, attempt=1)
+    monkeypatch.setattr(devices, "load_location", lambda: "meta")
+    checkpoint.load_latest(tmp_path, attempt=1)
+    checkpoint.load_latest(tmp_path, map_location="cpu", attempt=1)
+    assert seen == ["cpu", "meta", "cpu"]

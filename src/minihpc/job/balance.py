@@ -192,15 +192,18 @@ class Rebalance:
 
 
 def all_gather_floats(value: float) -> list[float]:
-    """Every rank's ``value``, in rank order (one float64 all_gather; just ``[value]`` without
-    a process group)."""
+    """Every rank's ``value``, in rank order (one float64 all_gather, on the device the group's
+    backend moves; just ``[value]`` without a process group)."""
     import torch
     import torch.distributed as dist
 
+    from minihpc.job import devices
+
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return [float(value)]
-    out = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, torch.tensor([value], dtype=torch.float64))
+    device = devices.collective_device()
+    out = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, torch.tensor([value], dtype=torch.float64, device=device))
     return [t.item() for t in out]
 
 

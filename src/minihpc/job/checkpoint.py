@@ -175,12 +175,17 @@ def candidates(directory: str | os.PathLike) -> list[Path]:
 
 
 def load_latest(
-    directory: str | os.PathLike, map_location: str = "cpu", attempt: int | None = None
+    directory: str | os.PathLike, map_location: str | None = None, attempt: int | None = None
 ) -> Loaded | None:
     """The newest checkpoint that verifies, or None when there is none. Claims the directory
-    for ``attempt`` (default: this job attempt's, from the environment) first."""
+    for ``attempt`` (default: this job attempt's, from the environment) first. Its tensors go to
+    ``map_location``, by default this rank's current GPU when it uses CUDA and the CPU otherwise
+    (:func:`minihpc.job.devices.load_location`): a checkpoint saved on GPUs loads anywhere."""
     import torch
 
+    from minihpc.job import devices
+
+    map_location = devices.load_location() if map_location is None else map_location
     attempt = current_attempt() if attempt is None else attempt
     if attempt is not None:
         claim(directory, attempt)
@@ -193,7 +198,8 @@ def load_latest(
 
 def rng_state() -> dict:
     """Every random generator a training step may draw from (Python's, torch's CPU and CUDA
-    ones, NumPy's when installed), in a form :func:`load_latest` can read back safely."""
+    ones -- one per visible GPU --, NumPy's when installed), in a form :func:`load_latest` can
+    read back safely."""
     import random
 
     import torch
@@ -210,8 +216,16 @@ def rng_state() -> dict:
     return state
 
 
+def cuda_states_to_restore(saved: list, gpus: int) -> list:
+    """The saved per-GPU generator states this run can take: the first ``gpus`` of them (a run
+    with fewer GPUs than the saved one restores what fits; one with more keeps its own seeds for
+    the rest). Pure."""
+    return list(saved[:max(0, gpus)])
+
+
 def set_rng_state(state: dict) -> None:
-    """Restore what :func:`rng_state` captured (parts missing from ``state`` are left alone)."""
+    """Restore what :func:`rng_state` captured (parts missing from ``state`` are left alone).
+    States loaded onto a GPU are brought back to the CPU, where torch's generators take them."""
     import random
 
     import torch
@@ -220,9 +234,10 @@ def set_rng_state(state: dict) -> None:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
     if "torch" in state:
-        torch.set_rng_state(state["torch"])
+        torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for index, cuda_state in enumerate(cuda_states_to_restore(state["cuda"], torch.cuda.device_count())):
+            torch.cuda.set_rng_state(cuda_state.cpu(), index)
     if "numpy" in state:
         import numpy
 

@@ -11,7 +11,9 @@
 A graceful ``docker stop`` of one node, or the cluster tearing a job down, sends SIGTERM to
 that node's ranks only; the rank that writes checkpoints may be elsewhere. :meth:`agreed`
 therefore all-reduces the flag (MAX) across the process group, so every rank leaves at the
-same step and rank 0 saves that step. The cost is one one-element all-reduce per call.
+same step and rank 0 saves that step. The cost is one one-element all-reduce per call, on the
+device the group's backend moves (:func:`minihpc.job.devices.collective_device`: the rank's GPU
+under NCCL, the CPU under gloo).
 
 The job then exits with 143 (128 + SIGTERM), never 0: a stopped job is not a finished one, and
 the cluster requeues it (NODE_FAIL) when its node went away.
@@ -38,8 +40,11 @@ class StopRequest:
         import torch
         import torch.distributed as dist
 
+        from minihpc.job import devices
+
         if not (dist.is_available() and dist.is_initialized()):
             return self.received is not None
-        flag = torch.tensor([0 if self.received is None else 1], dtype=torch.int32)
+        flag = torch.tensor([0 if self.received is None else 1], dtype=torch.int32,
+                            device=devices.collective_device())
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())

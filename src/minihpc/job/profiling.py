@@ -13,8 +13,9 @@ STEPS is ``N`` (N steps after a warm-up of :data:`WARMUP` steps, counted from th
 this process trains, so a resumed run is profiled too) or ``A:B`` (steps A to B inclusive, as
 the job numbers them). Each rank writes one Chrome trace, ``profile-rank<R>-steps<A>-<B>.json``
 (open it in chrome://tracing or Perfetto), into a directory a job may write: by default
-``$MINIHPC_CHECKPOINT_DIR/profile``, else a folder in the temporary directory. When no
-profiling was asked for no profiler object is made: :meth:`begin` and :meth:`end` return at once.
+``$MINIHPC_CHECKPOINT_DIR/profile``, else a folder in the temporary directory. A rank that uses
+CUDA records its kernels too (``ProfilerActivity.CUDA``). When no profiling was asked for no
+profiler object is made: :meth:`begin` and :meth:`end` return at once.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class Profiler:
 
 
 def _cuda() -> bool:
-    import torch
+    """Whether to record CUDA activity too: when this rank uses CUDA (a CPU rank on a GPU
+    machine would only pay for CUPTI's start)."""
+    from minihpc.job import devices
 
-    return torch.cuda.is_available()
+    return devices.uses_cuda()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from minihpc.machine import files
@@ -40,9 +41,14 @@ class StepTimer:
     """Wall time per phase of the steps since the last :meth:`lap`, averaged per step.
 
     DDP overlaps its all-reduce with the backward pass: ``backward`` is the wall time of
-    ``loss.backward()`` less the all-reduce time measured inside it, never below zero."""
+    ``loss.backward()`` less the all-reduce time measured inside it, never below zero.
 
-    def __init__(self):
+    CUDA runs kernels after the Python call that queued them has returned: on a GPU pass
+    ``synchronize=torch.cuda.synchronize``, called as each phase ends, so a phase's time is its
+    kernels' and not whichever later call happened to wait for them."""
+
+    def __init__(self, synchronize: Callable[[], object] | None = None):
+        self.synchronize = synchronize
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.steps = 0
         self.started = time.perf_counter()
@@ -53,6 +59,8 @@ class StepTimer:
         try:
             yield
         finally:
+            if self.synchronize is not None:
+                self.synchronize()
             self.add(name, time.perf_counter() - start)
             if name == "optimizer":
                 self.steps += 1
