@@ -126,11 +126,24 @@ def versions(records: dict[int, list[dict]]) -> dict:
 
 
 def machine(records: dict[int, list[dict]] | None = None) -> dict:
-    """Where the run was launched from, and the host each rank ran on (``--cluster``: the nodes)."""
-    ranks = {str(rank): r["hostname"] for rank, lines in sorted((records or {}).items())
-             for r in lines if r.get("event") == "start" and r.get("hostname")}
+    """Where the run was launched from, and the host and device each rank ran on (``--cluster``:
+    the nodes; ``cpu`` or ``cuda:N``)."""
+    starts = [(str(rank), r) for rank, lines in sorted((records or {}).items())
+              for r in lines if r.get("event") == "start"]
     return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform(),
-            "rank_hosts": ranks}
+            "rank_hosts": {rank: r["hostname"] for rank, r in starts if r.get("hostname")},
+            "rank_devices": {rank: r["device"] for rank, r in starts if r.get("device")}}
+
+
+def backend(records: dict[int, list[dict]], config: dict) -> str | None:
+    """The process group's backend the ranks chose (``--backend auto`` is decided by each rank,
+    where the GPUs are); None for the parameter server, which has none, and for records from
+    before ranks said."""
+    if config.get("strategy", "ddp") != "ddp":
+        return None
+    chosen = {r["backend"] for lines in records.values() for r in lines
+              if r.get("event") == "start" and r.get("backend")}
+    return ",".join(sorted(chosen)) or None
 
 
 def merge(records: dict[int, list[dict]], workers: int, config: dict) -> dict:
@@ -140,6 +153,7 @@ def merge(records: dict[int, list[dict]], workers: int, config: dict) -> dict:
     return {
         **aggregates(steps, records, workers),
         "strategy": config.get("strategy", "ddp"),
+        "backend": backend(records, config),
         "workload": config.get("workload", "synthetic"),
         "step_times_from": "max over ranks; loss is the global (all-reduced) loss",
         "versions": versions(records),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from minihpc.job import devices
 from minihpc.validate import commands
 
 
@@ -43,7 +44,7 @@ def _run_flags(p) -> None:
                               "--cluster: this host)"),
         ("--ps-port", int, "parameter server: TCP port (0: any free one)"),
         ("--step-timeout", float, "end the run when no rank advances for this many seconds"),
-        ("--pg-timeout", float, "gloo process group timeout, seconds"),
+        ("--pg-timeout", float, "process group timeout, seconds"),
         ("--tasks-per-node", int, "with --cluster: ranks per node"), ("--output", str, "run report (JSON)"),
         ("--tensorboard", str, "write TensorBoard event files here"),
     ):
@@ -53,6 +54,9 @@ def _run_flags(p) -> None:
                    help="log each rank's gradient norm to TensorBoard / W&B (default: on)")
     p.add_argument("--inject", choices=inject.KINDS, default=None, help="inject a fault into --fault-rank")
     p.add_argument("--strategy", choices=("ddp", "parameter-server"), default=None, help="default: ddp")
+    p.add_argument("--backend", type=str, choices=devices.BACKENDS, default=None,
+                   help="ddp's process group: nccl on each rank's own GPU where CUDA is there, else gloo on the "
+                        "CPU (default: auto)")
     p.add_argument("--cluster", action="store_true", default=None, help="run as a job on the cluster")
     p.add_argument("--keep-records", action="store_true", default=None, help="keep the ranks' record files")
 
@@ -105,7 +109,7 @@ def _add_baseline(sub, face: str, baseline_dir: Path) -> None:
 def add_commands(sub, face: str, baseline_dir: Path, compare_name: str = "compare") -> None:
     """The subcommands under ``sub``; ``face`` names the command in error lines; ``compare_name``
     is the correctness check's name (``validate`` in the spec), the other one its alias."""
-    p = sub.add_parser("run", help="train on N ranks (torchrun, gloo) and write a run report")
+    p = sub.add_parser("run", help="train on N ranks (torchrun; gloo, or NCCL on GPUs) and write a run report")
     _run_flags(p)
     _finish(p, commands.cmd_run, face)
     alias = "validate" if compare_name == "compare" else "compare"

@@ -81,7 +81,8 @@ def on_bucket(fault: Fault, rank: int, step: int, buffer) -> None:
 
     if fault.since(rank, step, "grad-noise"):
         gen = torch.Generator().manual_seed(1000 + step)
-        buffer.add_(NOISE_SCALE * torch.randn(buffer.shape, generator=gen, dtype=buffer.dtype))
+        noise = torch.randn(buffer.shape, generator=gen, dtype=buffer.dtype)  # drawn on the CPU: the same on a GPU
+        buffer.add_(NOISE_SCALE * noise.to(buffer.device))
     if fault.at(rank, step, "nan"):
         buffer.view(-1)[0] = float("nan")
 

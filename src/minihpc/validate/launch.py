@@ -86,17 +86,17 @@ def log_tail(record_dir: Path, lines: int = 15) -> str:
 
 
 def run_cluster(settings, nodes: int, tasks_per_node: int, worker_args: list[str], step_timeout: float,
-                wait_timeout: float = 600.0) -> tuple[Launched, Path]:
-    """Submit the worker as a job of ``nodes`` x ``tasks_per_node`` ranks; wait for its end
-    (cancelling it if its ranks stop advancing). The records are in the job's checkpoint
-    directory, which is returned with the outcome."""
+                wait_timeout: float = 600.0, gpus: int = 0) -> tuple[Launched, Path]:
+    """Submit the worker as a job of ``nodes`` x ``tasks_per_node`` ranks (``gpus`` per node,
+    ``--gres=gpu:N``); wait for its end (cancelling it if its ranks stop advancing). The records
+    are in the job's checkpoint directory, which is returned with the outcome."""
     from minihpc.client.jobs import cancel
     from minihpc.client.session import open_store
     from minihpc.client.submit import Request, submit
 
     store = open_store(settings)
     job = submit(store, Request(script=WORKER_SCRIPT, args=worker_args, nodes=nodes,
-                                tasks_per_node=tasks_per_node, name="validate", workdir=os.getcwd()))
+                                tasks_per_node=tasks_per_node, name="validate", workdir=os.getcwd(), gpus=gpus))
     record_dir = Path(store.cluster_info()["checkpoint_dir"]) / f"job-{job.id}" / "validate"
     watch = Watch(step_timeout, time.time(), startup=max(STARTUP_TIMEOUT, wait_timeout / 2))
     deadline = time.time() + wait_timeout

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from minihpc.core.errors import MinihpcError, UsageError
+from minihpc.job import devices
 from minihpc.job.tracking import Tracker
 from minihpc.validate import aggregate, detect, inject, launch, outputs, workload
 from minihpc.validate.records import read_rank_records
@@ -23,16 +24,19 @@ RUN_DEFAULTS = {
     "lr": 0.01, "data_dir": None, "checksum_every": 5, "eval_steps": 0, "track_gradients": True, "inject": None,
     "fault_rank": 1, "fault_step": 0, "strategy": "ddp", "ps_timeout": 5.0, "ps_host": None, "ps_connect": None,
     "ps_port": 0, "step_timeout": 10.0, "pg_timeout": 60.0, "cluster": False, "tasks_per_node": 1,
-    "output": None, "tensorboard": None, "keep_records": False,
+    "output": None, "tensorboard": None, "keep_records": False, "backend": "auto",
 }
 """Every flag of ``validate run`` and its default (a --config file may set any of them, and
 ``out_features``: model.out, checked against the workload). ``in_features`` None: the
 workload's own (16 synthetic, 784 MNIST); ``model`` None: the MLP (MNIST: its CNN);
-``ps_host`` / ``ps_connect`` None: 127.0.0.1, or with --cluster 0.0.0.0 / this host's name."""
+``ps_host`` / ``ps_connect`` None: 127.0.0.1, or with --cluster 0.0.0.0 / this host's name.
+``backend`` auto: each rank decides (minihpc.validate.worker.placement): NCCL on its own GPU
+where it has one, else the spec's gloo on the CPU; a --cluster job asks for GPUs only when
+``nccl`` is named."""
 
 WORKER_FLAGS = ("steps", "batch_size", "seed", "workload", "model", "hidden", "samples", "in_features", "lr",
                 "data_dir", "checksum_every", "eval_steps", "inject", "fault_rank", "fault_step", "strategy",
-                "pg_timeout")
+                "pg_timeout", "backend")
 
 
 class RunFailed(MinihpcError):
@@ -65,9 +69,35 @@ def check(cfg: dict) -> None:
         workload.mnist_root(cfg["data_dir"])
     if cfg["strategy"] not in ("ddp", "parameter-server"):
         raise UsageError(f"--strategy {cfg['strategy']!r} is not ddp or parameter-server")
+    check_backend(cfg["backend"], cfg["strategy"])
     inject.check(cfg["inject"], cfg["fault_rank"], cfg["fault_step"], cfg["workers"], cfg["steps"])
     if cfg["cluster"] and cfg["workers"] % cfg["tasks_per_node"]:
         raise UsageError(f"--workers {cfg['workers']} is not a multiple of --tasks-per-node {cfg['tasks_per_node']}")
+
+
+def check_backend(backend: str, strategy: str) -> None:
+    """UsageError for a --backend that is no backend, or NCCL without DDP's process group."""
+    if backend not in devices.BACKENDS:
+        raise UsageError(f"--backend {backend!r} is not one of {', '.join(devices.BACKENDS)}")
+    if backend == "nccl" and strategy != "ddp":
+        raise UsageError("--backend nccl is for --strategy ddp: the parameter server has no process group")
+
+
+def check_local_gpus(backend: str, workers: int, gpus: int) -> None:
+    """UsageError when a local run was asked for NCCL and this machine cannot give each of its
+    ``workers`` ranks a GPU (``gpus``: what torch sees here)."""
+    if backend != "nccl":
+        return
+    try:
+        devices.choose_backend("nccl", "cuda" if gpus else "cpu", gpus, workers)
+    except ValueError as exc:
+        raise UsageError(f"{exc} (torch sees {gpus} GPU(s) here; --workers {workers})") from None
+
+
+def local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def settle(cfg: dict) -> dict:
@@ -102,8 +132,10 @@ def _launch(cfg: dict, settings, server) -> tuple[launch.Launched, Path]:
         address = f"{cfg['ps_connect'] or (socket.gethostname() if cfg['cluster'] else '127.0.0.1')}:{port}"
     if cfg["cluster"]:
         nodes = cfg["workers"] // cfg["tasks_per_node"]
+        gpus = cfg["tasks_per_node"] if cfg["backend"] == "nccl" else 0  # a GPU per rank, on every node
         return launch.run_cluster(settings, nodes, cfg["tasks_per_node"], worker_args(cfg, None, address),
-                                  cfg["step_timeout"])
+                                  cfg["step_timeout"], gpus=gpus)
+    check_local_gpus(cfg["backend"], cfg["workers"], local_gpus() if cfg["backend"] == "nccl" else 0)
     record_dir = Path(tempfile.mkdtemp(prefix="minihpc-validate-"))
     return launch.run_local(cfg["workers"], worker_args(cfg, record_dir, address), record_dir,
                             cfg["step_timeout"]), record_dir
@@ -190,7 +222,8 @@ def format_summary(run: dict, path: str | None) -> str:
     if path:
         lines.append(f"  Metrics saved to: {path}")
     lines += ["",
-              f"{a['num_workers']} worker(s), {a['strategy']}, {a['workload']}: {a['num_steps']} of "
+              f"{a['num_workers']} worker(s), {a['strategy']}{' over ' + a['backend'] if a.get('backend') else ''}, "
+              f"{a['workload']}: {a['num_steps']} of "
               f"{a['config']['steps']} steps in {a['total_time_sec']:.2f} s",
               f"final loss {a['final_loss']:.6g}, average loss {a['average_loss']:.6g}" if a["final_loss"] is not None
               else "no step completed",

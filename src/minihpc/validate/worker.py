@@ -2,10 +2,11 @@
 :mod:`minihpc.validate.launch`, or as a cluster job): it trains the workload in float64 and
 records every step (see :mod:`minihpc.validate.records`).
 
-Strategy ``ddp``: DistributedDataParallel over gloo; a comm hook measures the local gradient
-norm before the all-reduce, times the all-reduce, and is where grad-noise and NaN faults
-enter. Strategy ``parameter-server``: no process group; gradients go to the launcher's
-parameter server (:mod:`minihpc.validate.ps`) and the average comes back.
+Strategy ``ddp``: DistributedDataParallel over gloo on the CPU, or over NCCL on the rank's GPU
+(``--backend``, see :func:`placement`); a comm hook measures the local gradient norm before the
+all-reduce, times the all-reduce, and is where grad-noise and NaN faults enter. Strategy
+``parameter-server``: no process group; gradients go to the launcher's parameter server
+(:mod:`minihpc.validate.ps`) and the average comes back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import socket
 import sys
 import time
 
+from minihpc.job import devices
 from minihpc.validate import inject, workload
 from minihpc.validate.records import Recorder
 
@@ -45,7 +47,27 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--strategy", default="ddp", choices=STRATEGIES)
     p.add_argument("--ps-addr", default=None, help="HOST:PORT of the parameter server")
     p.add_argument("--pg-timeout", type=float, default=60.0)
+    p.add_argument("--backend", default="auto", choices=devices.BACKENDS)
     return p.parse_args(argv)
+
+
+def placement(requested: str, strategy: str = "ddp") -> tuple[str, str]:
+    """(the process group's backend, the device the rank trains on). ``auto`` is NCCL on this
+    rank's GPU when torch has CUDA, the job was given GPUs and each rank of the node has one of
+    its own; otherwise -- and always for the parameter server, which has no process group -- the
+    spec's run: gloo on the CPU, even on a GPU machine. ValueError when ``nccl`` cannot work."""
+    import torch
+
+    if strategy != "ddp":
+        return "gloo", "cpu"
+    kind = devices.choose_device("auto", torch.cuda.is_available(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    gpus = torch.cuda.device_count() if kind == "cuda" else 0
+    backend = devices.choose_backend(requested, kind, gpus, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    if backend == "gloo":
+        return "gloo", "cpu"
+    index = devices.local_index(int(os.environ.get("LOCAL_RANK", "0")), gpus)
+    torch.cuda.set_device(index)
+    return "nccl", f"cuda:{index}"
 
 
 class Sync:
@@ -91,7 +113,7 @@ def record_checksum(ctx, step: int) -> None:
     mine = checksum(ctx.model)
     digests = [mine]
     if ctx.distributed:
-        local = torch.tensor(list(bytes.fromhex(mine)), dtype=torch.uint8)
+        local = torch.tensor(list(bytes.fromhex(mine)), dtype=torch.uint8, device=ctx.device)
         gathered = [torch.empty_like(local) for _ in range(ctx.world)]
         dist.all_gather(gathered, local)
         digests = [bytes(t.tolist()).hex() for t in gathered]
@@ -108,7 +130,7 @@ def _next_batch(ctx, step: int):
     ctx.recorder.beat("data", step)
     t0 = time.perf_counter()
     x, y = next(ctx.batches)
-    x = x.to(torch.get_default_dtype())
+    x, y = x.to(ctx.device, torch.get_default_dtype()), y.to(ctx.device)
     t1 = time.perf_counter()
     ctx.recorder.beat("compute")
     return x, y, t0, t1
@@ -124,6 +146,7 @@ def ddp_step(ctx, step: int) -> dict:
     inject.in_compute(ctx.fault, ctx.rank, step)
     loss = ctx.loss_fn(ctx.model(x), y)
     loss.backward()
+    ctx.synchronize()
     t2 = time.perf_counter()
     rec.beat("optimizer")
     ctx.optimizer.step()
@@ -131,6 +154,7 @@ def ddp_step(ctx, step: int) -> dict:
     total = loss.detach().clone()
     start = time.perf_counter()
     dist.all_reduce(total)
+    ctx.synchronize()
     allreduce = ctx.sync.seconds + time.perf_counter() - start
     t3 = time.perf_counter()
     return {"step": step, "loss": float(total) / ctx.world, "local_loss": float(loss),
@@ -181,10 +205,14 @@ class Context:
         self.recorder = Recorder(record_dir, self.rank)
         self.recorder.beat("start", 0)
         self.fault = inject.Fault(args.inject, args.fault_rank, args.fault_step) if args.inject else inject.Fault()
-        data, self.raw_model, self.loss_fn = workload.build(args)
+        data, model, self.loss_fn = workload.build(args)
         self.batches = workload.batches(data, self.rank, self.world, args.batch_size)
         self.distributed = args.strategy == "ddp"
-        self.model = self.raw_model
+        self.backend, device = placement(args.backend, args.strategy)
+        self.device = torch.device(device)
+        # CUDA queues kernels and returns: timings wait for them, or they would land elsewhere
+        self.synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        self.model = self.raw_model = model.to(self.device)  # made on the CPU: the same weights anywhere
         if self.distributed:
             self._init_ddp(args)
         else:
@@ -198,8 +226,9 @@ class Context:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
-        self.model = DistributedDataParallel(self.raw_model)
+        dist.init_process_group(self.backend, timeout=datetime.timedelta(seconds=args.pg_timeout))
+        cuda = self.device.type == "cuda"
+        self.model = DistributedDataParallel(self.raw_model, device_ids=[self.device.index] if cuda else None)
         self.sync = Sync(self.fault, self.rank, self.recorder)
         self.model.register_comm_hook(None, self.sync.hook)
 
@@ -212,7 +241,7 @@ def evaluate(ctx, step: int) -> None:
     start = time.perf_counter()
     with torch.no_grad():
         x, y = ctx.test
-        loss = float(ctx.loss_fn(ctx.raw_model(x), y))
+        loss = float(ctx.loss_fn(ctx.raw_model(x.to(ctx.device)), y.to(ctx.device)))
     ctx.recorder.write("eval", step=step, loss=loss, eval_time_ms=1e3 * (time.perf_counter() - start),
                        time=time.time())
 
@@ -227,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     import minihpc
 
     ctx.recorder.write("start", time=time.time(), world=ctx.world, pid=os.getpid(), hostname=socket.gethostname(),
-                       torch=torch.__version__, minihpc=minihpc.__version__, python=sys.version.split()[0])
+                       torch=torch.__version__, minihpc=minihpc.__version__, python=sys.version.split()[0],
+                       backend=ctx.backend if ctx.distributed else None, device=str(ctx.device))
     step_fn = ddp_step if ctx.distributed else ps_step
     for step in range(args.steps):
         record = step_fn(ctx, step)
