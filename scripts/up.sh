@@ -9,6 +9,7 @@ env_ensure
 redis_acl_write
 workers_apply "${WORKERS:-$(env_get MINIHPC_WORKERS)}"
 cpu_quotas "$(env_get MINIHPC_WORKERS)"
+gpus_apply "$(env_get MINIHPC_WORKERS)"
 export COMPOSE_FILE=$(env_get COMPOSE_FILE)  # as just written, whatever the caller's environment said
 read -r -a compose <<< "${COMPOSE:-docker-compose}"
 
