@@ -1,6 +1,7 @@
 """The web page in a real browser: Debian's chromium, headless, driven through chromium-driver
 (Selenium), against the real local-mode cluster. The page must follow the cluster live, with no
-reload: a job appears, goes PD -> R -> CD, its log streams, and cancel works. Screenshots go to
+reload: a job appears, goes PD -> R -> CD, its log streams, and cancel works; the queue reads like
+squeue (an array's pending tasks one row) and ended jobs move to the history. Screenshots go to
 artifacts/ (web-overview.png, web-job.png, web-phone.png)."""
 
 import shutil
@@ -106,9 +107,11 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
     wait_until(lambda: click(browser, button), 30, message="a cancel button")
     alert = wait_until(lambda: _alert(browser), 5, message="the confirmation")
     alert.accept()
-    wait_until(lambda: attr(browser, f'#queue tbody tr[data-job-id="{victim}"] td.state', "data-state") == "CA",
-               30, message="CA after cancel")
+    wait_until(lambda: attr(browser, f'#history tbody tr[data-job-id="{victim}"] td.state', "data-state") == "CA",
+               30, message="CA after cancel, in the history")
+    assert not find(browser, f'#queue tbody tr[data-job-id="{victim}"]'), "the queue: pending and running jobs only"
     assert idle_cluster.show(victim)["state"] == "CANCELLED"
+    _an_array_reads_like_squeue(browser, api, idle_cluster, held)
     assert browser.execute_script("return window.notReloaded") is True
 
     browser.set_window_size(390, 844)
@@ -123,6 +126,29 @@ def test_the_page_follows_a_job_live_streams_its_log_and_cancels(browser, idle_c
     console = [e["message"] for e in browser.get_log("browser")]
     refused = [m for m in console if "Content Security Policy" in m or "Uncaught" in m]
     assert not refused, "the page runs under its CSP with no script errors: " + "; ".join(refused)
+
+
+def _an_array_reads_like_squeue(browser, api, cluster, held):
+    """squeue's rows: an array's pending tasks that wait alike are one row (``A_[2-20%2]``, the
+    throttle shown), its running tasks one row each; cancelled before they ran, those tasks are
+    one history row, and the tasks that ran a row each."""
+    array = Api(cluster).submit(api["token"], (JOBS / "gate.py").read_text(), script_name="gate.py",
+                                args=[str(held)], array="0-20%2")
+    pending = f'#queue tbody tr[data-row-id="{array}_[2-20%2]"]'
+    wait_until(lambda: attr(browser, pending, "data-count") == "19"
+               and all(attr(browser, f'#queue tbody tr[data-row-id="{array}_{i}"] td.state', "data-state") == "R"
+                       for i in (0, 1))
+               and text(browser, "#queue-total") == ": 3 rows, 21 jobs", 60, message="2 running rows, 1 pending row")
+    wait_until(lambda: click(browser, pending + " button"), 15, message="the collapsed row's cancel button")
+    wait_until(lambda: _alert(browser), 5, message="the confirmation").accept()
+    wait_until(lambda: attr(browser, f'#history tbody tr[data-row-id="{array}_[2-20%2]"]', "data-count") == "19",
+               30, message="the cancelled pending tasks as one history row")
+    wait_until(lambda: text(browser, "#queue-total") == ": 2 rows, 2 jobs", 15, message="the running tasks left")
+    cluster.cli("cancel", array)
+    ran = [f'#history tbody tr[data-row-id="{array}_{i}"] td.state' for i in (0, 1)]
+    wait_until(lambda: all(attr(browser, css, "data-state") == "CA" for css in ran), 30,
+               message="the tasks that ran: a history row each")
+    wait_until(lambda: text(browser, "#queue-total") == ": 0 rows, 0 jobs", 15, message="an empty queue")
 
 
 def _alert(browser):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from minihpc.client.jobs import elapsed
 from minihpc.core.models import Job, NodeStatus
 from minihpc.core.outcome import format_exit
+from minihpc.core.queue_rows import Panel, Row
 
 
 def job_json(job: Job, now: float) -> dict:
@@ -13,6 +14,18 @@ def job_json(job: Job, now: float) -> dict:
     out["elapsed"] = elapsed(job, now)
     out.pop("script", None)  # the spool path is the cluster's business
     return out
+
+
+def row_json(row: Row, now: float) -> dict:
+    """A queue or history row: its first job's fields, the id it shows (``row_id``), its jobs
+    as scancel takes them (``ref``) and how many they are (``count``)."""
+    return dict(job_json(row.job, now), row_id=row.shown, ref=row.ref, count=row.count)
+
+
+def panel_json(panel: Panel, limit: int, now: float) -> dict:
+    return {"rows": [row_json(r, now) for r in panel.rows], "total_rows": panel.total_rows,
+            "total_jobs": panel.total_jobs, "shown_jobs": panel.shown_jobs, "more_jobs": panel.more_jobs,
+            "complete": panel.complete, "limit": limit}
 
 
 def node_json(node: NodeStatus, now: float) -> dict:

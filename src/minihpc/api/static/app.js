@@ -1,5 +1,5 @@
 // minihpc status page: plain DOM, no framework. State, the API and SSE transport, the overview
-// (queue, running, nodes, incidents, submit, actions), routing and start-up. Loaded last, after
+// (queue, history, running, nodes, incidents, submit, actions), routing and start-up. Loaded last, after
 // charts.js, format.js, dom.js and jobpage.js. Server text always goes in via textContent / Text
 // nodes (el() appends strings as Text nodes), never innerHTML.
 'use strict';
@@ -121,21 +121,37 @@ async function fresh(key, fetcher, render) {
   }
 }
 
+const nodeCount = (j) => String((j.nodes && j.nodes.length ? j.nodes.length : j.nodes_requested) ?? '');
+const whereOf = (j) => (j.nodes && j.nodes.length ? j.nodes.join(',') : `(${j.reason ?? 'None'})`);
+
+/** A row of /queue or /history: one job, or an array's tasks as one (row_id 2017_[3-1000%4]). */
+function rowCells(r) {
+  return [el('td', {}, jobLink(r.id, r.row_id)), el('td', { class: 'name' }, r.name), el('td', {}, r.user),
+    el('td', { class: 'state', 'data-state': r.state_code, title: r.state }, r.state_code)];
+}
+const rowAttrs = (r) => ({ 'data-job-id': r.id, 'data-row-id': r.row_id, 'data-count': r.count });
+
+// squeue: pending and running only; an array's pending tasks that wait alike are one row
 function renderQueue(data) {
-  $('queue-total').textContent = data.total > data.jobs.length ? `(${data.jobs.length} of ${data.total})` : '';
-  const rows = data.jobs.map((j) => {
-    const count = j.nodes && j.nodes.length ? j.nodes.length : j.nodes_requested;
-    const where = j.nodes && j.nodes.length ? j.nodes.join(',') : `(${j.reason ?? 'None'})`;
-    const action = ACTIVE.has(j.state_code)
-      ? el('button', { type: 'button', class: 'small danger', onclick: () => cancelJob(j) }, 'Cancel') : '';
-    return el('tr', { 'data-job-id': j.id },
-      el('td', {}, jobLink(j.id)), el('td', { class: 'name' }, j.name), el('td', {}, j.user),
-      el('td', { class: 'state', 'data-state': j.state_code, title: j.state }, j.state_code),
-      el('td', { class: 'num' }, fmtElapsed(j.elapsed)),
-      el('td', { class: 'num' }, String(count ?? '')), el('td', {}, where), el('td', {}, action));
+  $('queue-total').textContent = panelTitle(data);
+  const rows = data.rows.map((r) => {
+    const action = ACTIVE.has(r.state_code) ? el('button', { type: 'button', class: 'small danger',
+      onclick: () => (r.count > 1 ? cancelRow(r) : cancelJob(r)) }, 'Cancel') : '';
+    return el('tr', rowAttrs(r), ...rowCells(r), el('td', { class: 'num' }, fmtElapsed(r.elapsed)),
+      el('td', { class: 'num' }, nodeCount(r)), el('td', {}, whereOf(r)), el('td', {}, action));
   });
-  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No jobs.')));
+  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No pending or running jobs.')));
   $('queue').tBodies[0].replaceChildren(...rows);
+}
+
+// ended jobs, newest first; an array's tasks that never ran and ended alike are one row
+function renderHistory(data) {
+  $('history-total').textContent = panelTitle(data);
+  const rows = data.rows.map((r) => el('tr', rowAttrs(r), ...rowCells(r), el('td', {}, r.exit ?? ''),
+    el('td', { class: 'num' }, fmtElapsed(r.elapsed)), el('td', {}, fmtDateTime(r.ended_at)),
+    el('td', { class: 'num' }, nodeCount(r)), el('td', {}, whereOf(r))));
+  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No ended jobs.')));
+  $('history').tBodies[0].replaceChildren(...rows);
 }
 
 function renderNodes(data) {
@@ -167,14 +183,15 @@ function renderIncidents(data) {
 }
 
 const loaders = {
-  queue: () => fresh('queue', () => api('/jobs?limit=50'), renderQueue),
+  queue: () => fresh('queue', () => api('/queue?limit=50'), renderQueue),
+  history: () => fresh('history', () => api('/history?limit=50'), renderHistory),
   running: () => fresh('running', () => api('/jobs/summaries'), renderRunning),
   nodes: () => fresh('nodes', () => api('/nodes'), renderNodes),
   incidents: () => fresh('incidents', () => api('/incidents?limit=20'), renderIncidents),
   health: loadHealth,
   job: () => (ui.jobId != null ? loadJob(ui.jobId) : null),
 };
-const OVERVIEW_PARTS = ['queue', 'running', 'nodes', 'incidents', 'health'];
+const OVERVIEW_PARTS = ['queue', 'history', 'running', 'nodes', 'incidents', 'health'];
 
 function markDirty(...parts) {
   for (const p of parts) ui.dirty.add(p);
@@ -195,7 +212,7 @@ function onClusterEvent(ev) {
   const d = parseData(ev);
   const mine = ui.view === 'job' && ui.jobId != null;
   if (ev.type === 'job') {
-    markDirty('queue', 'running');
+    markDirty('queue', 'history', 'running');
     if (mine && Number(d.id) === ui.jobId) markDirty('job');
   } else if (ev.type === 'incident') {
     markDirty('incidents', 'nodes', 'running');
@@ -213,8 +230,15 @@ async function act(fn, after) {
 }
 
 function cancelJob(j) {
-  if (!confirm(`Cancel job ${j.id} (${j.name})?`)) return;
-  act(() => api(`/jobs/${Number(j.id)}/cancel`, { method: 'POST' }), () => markDirty('queue', 'running', 'job'));
+  if (!confirm(`Cancel job ${j.row_id ?? j.id} (${j.name})?`)) return;
+  act(() => api(`/jobs/${Number(j.id)}/cancel`, { method: 'POST' }),
+    () => markDirty('queue', 'history', 'running', 'job'));
+}
+
+function cancelRow(r) {  // the pending array tasks one queue row stands for, as scancel 2017_[3-1000]
+  if (!confirm(`Cancel ${r.row_id} (${r.name}): ${r.count} jobs?`)) return;
+  act(() => api('/queue/cancel', { method: 'POST', body: { jobs: r.ref } }),
+    () => markDirty('queue', 'history', 'running'));
 }
 
 function drainNode(n) {
@@ -256,7 +280,7 @@ async function submitJob(ev) {
     out.replaceChildren(el('p', { class: 'ok' }, 'Submitted batch job ', el('a',
       { id: 'submit-job-id', href: `#/jobs/${Number(res.id)}`, 'data-job-id': res.id }, String(res.id))),
     warnings.length ? el('ul', { id: 'submit-warnings', class: 'warnings' }, warnings) : '');
-    markDirty('queue', 'running');
+    markDirty('queue', 'history', 'running');
   } catch (e) {
     if (e.status !== 401) fail(e.message);
   } finally {

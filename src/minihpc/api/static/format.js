@@ -72,6 +72,19 @@ function sparkPoints(history, w, h, pad = 2) {  // SVG polyline points for [[ste
   return pts.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ');
 }
 
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+// a job panel's title after its name, from /queue's or /history's counts:
+// ": 2 rows, 1003 jobs", ": 50 of 120 rows, 1052 jobs; 248 more jobs"
+function panelTitle(p) {
+  const shown = p.rows.length;
+  const rows = p.total_rows != null && p.total_rows > shown ? `${shown} of ${plural(p.total_rows, 'row')}`
+    : plural(shown, 'row');
+  const more = p.more_jobs ? `; ${plural(p.more_jobs, 'more job')}` : '';
+  const partial = p.complete === false ? ' (the last row may lack older tasks)' : '';
+  return `: ${rows}, ${plural(p.shown_jobs, 'job')}${more}${partial}`;
+}
+
 // split an args string on whitespace, honouring '...' and "..." quotes
 const splitArgs = (text) => [...(text || '').matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]);
 
@@ -107,5 +120,5 @@ const parseData = (ev) => { try { return JSON.parse(ev.data); } catch { return {
 
 if (typeof module !== 'undefined') {
   module.exports = { fmtElapsed, fmtLimit, fmtBytes, fmtEta, fmtAge, fmtClock, fmtLoss, percentOf, sparkPoints,
-    splitArgs, sseParser };
+    splitArgs, sseParser, panelTitle };
 }
