@@ -225,3 +225,29 @@ def test_purge_deletes_only_the_callers_old_ended_jobs(api, idle_cluster):
     assert mine in api.call("POST", "/jobs/purge", erin, json={"older_than": 0}).json()["deleted"]
     assert api.call("GET", f"/jobs/{mine}", erin).status_code == 404
     assert api.call("GET", f"/jobs/{theirs}", erin).json()["state"] == "COMPLETED", "frank's job stays"
+
+
+def test_alertmanagers_notifications_arrive_only_with_the_alert_token_and_show_as_alerts(api, cluster):
+    alert = {"status": "firing", "labels": {"alertname": "MinihpcNodeDrained", "severity": "warning",
+                                            "node": "worker-node-2"},
+             "annotations": {"summary": "worker-node-2 is drained", "runbook_url": "docs/runbooks.md#node-drained"},
+             "startsAt": "2026-11-27T08:00:00Z", "fingerprint": "abc123"}
+    body = {"version": "4", "status": "firing", "receiver": "minihpc", "alerts": [alert]}
+    assert api.call("POST", "/alerts", json=body).status_code == 401
+    assert api.call("POST", "/alerts", api.admin, json=body).status_code == 401, "a user's token is not the alert token"
+    token = cluster.api["alert_token"]
+    r = api.call("POST", "/alerts", token, json={"alerts": [{"labels": {}}]})
+    assert r.status_code == 400 and r.json() == {"error": "not an Alertmanager notification: an alert has no alertname label"}
+    r = api.call("POST", "/alerts", token, json=body)
+    assert r.status_code == 202 and r.json() == {"recorded": 1}
+    user = api.token("alerts-reader")
+    firing = api.call("GET", "/alerts", user).json()["firing"]
+    assert [(a["alertname"], a["node"], a["runbook_url"]) for a in firing] == \
+        [("MinihpcNodeDrained", "worker-node-2", "docs/runbooks.md#node-drained")]
+    out = cluster.cli("alerts").stdout
+    assert out.startswith("firing: 1\n  MinihpcNodeDrained  warning  worker-node-2  worker-node-2 is drained"), out
+    assert "alert" in cluster.cli("incidents", "-n", 5).stdout
+    resolved = dict(body, status="resolved", alerts=[dict(alert, status="resolved")])
+    assert api.call("POST", "/alerts", token, json=resolved).status_code == 202
+    assert api.call("GET", "/alerts", user).json()["firing"] == []
+    assert cluster.cli("alerts").stdout.startswith("firing: 0\n")

@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from minihpc import __version__
-from minihpc.api import cluster, jobs, queue
+from minihpc.api import alerts, cluster, jobs, queue
 from minihpc.api.guard import HEADERS as GUARD_HEADERS, Guard
 from minihpc.api.streams import Hub
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
@@ -83,6 +83,7 @@ def create_app(url: str, store: Store) -> FastAPI:
     app.include_router(cluster.router)
     app.include_router(jobs.router)
     app.include_router(queue.router)
+    app.include_router(alerts.router)
     static = resources.files("minihpc.api") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 

@@ -21,7 +21,7 @@ from minihpc.client import access
 from minihpc.client import jobs as client_jobs
 from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
-from minihpc.core import node_formats, training
+from minihpc.core import alerts, node_formats, training
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus, node_state_changes
 from minihpc.core.node_formats import reasons
@@ -179,6 +179,26 @@ def cmd_incidents(args, settings: Settings) -> int:
         return 0
 
 
+def cmd_alerts(args, settings: Settings) -> int:
+    """What Alertmanager sent (minihpc.core.alerts): the alerts still firing, then the newest
+    notifications, newest last."""
+    records = [i for i in open_store(settings).incidents(ALERTS_READ) if i.get("kind") == alerts.KIND]
+    firing = alerts.firing(records)
+    if args.json:
+        print_json({"alerts": records[:args.limit], "firing": firing})
+        return 0
+    print(f"firing: {len(firing)}" + "".join(f"\n  {a['alertname']}  {a.get('severity') or '-'}  "
+                                             f"{a.get('node') or '-'}  {a.get('summary') or ''}".rstrip()
+                                             for a in firing))
+    for item in reversed(records[:args.limit]):
+        print(incident_line(item))
+    return 0
+
+
+ALERTS_READ = 500
+"""Incidents looked through for alerts."""
+
+
 def monitor_frame(store: Store, now: float) -> str:
     """One screen of ``minihpc monitor``: nodes, the queue, and running jobs' training."""
     nodes = store.node_statuses()
@@ -255,3 +275,8 @@ def add_parsers(sub) -> None:
     p.add_argument("-n", "--limit", type=int, default=50, help="how many, newest last")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new ones until Ctrl-C")
     p.set_defaults(func=cmd_incidents)
+
+    p = sub.add_parser("alerts", help="alerts Alertmanager sent: those still firing, then the newest notifications")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-n", "--limit", type=int, default=20, help="how many notifications, newest last")
+    p.set_defaults(func=cmd_alerts)

@@ -4,7 +4,8 @@
     STATE_DIR/run/nodes.json   each node's command line, so a DOWN node can be respawned
     STATE_DIR/run/*.log        each process's output
     STATE_DIR/redis_url        the Redis URL with its password (mode 0600; the CLI reads it)
-    STATE_DIR/api.json         the web page's URL and the admin API token made for it (mode 0600)
+    STATE_DIR/api.json         the web page's URL, the admin API token made for it and the alert
+                           receiver's token (mode 0600)
     STATE_DIR/redis.conf       the Redis configuration (mode 0600)
     STATE_DIR/redis/           Redis's data
     STATE_DIR/shared/          stands in for the shared volumes (jobs, logs, models, data)
@@ -71,8 +72,8 @@ class LocalState:
     def save_url(self, url: str) -> None:
         self._private(self.url_file, url + "\n")
 
-    def save_api(self, url: str, token: str) -> None:
-        self._private(self.api_file, json.dumps({"url": url, "token": token}))
+    def save_api(self, url: str, token: str, alert_token: str = "") -> None:
+        self._private(self.api_file, json.dumps({"url": url, "token": token, "alert_token": alert_token}))
 
     def api(self) -> dict | None:
         """{"url", "token"} of the cluster's API, if it serves one."""

@@ -103,24 +103,30 @@ def _apt_install(package: str) -> None:
             POLICY_RC.unlink(missing_ok=True)
 
 
+def _check_free(state: LocalState, workers: int, port: int, api_port: int | None) -> None:
+    """UsageError when ``up`` cannot start: a bad count, a cluster already running from the
+    state directory, or a port taken."""
+    if workers < 0:
+        raise UsageError(f"--workers must be 0 or more, got {workers}")
+    alive = state.running_pids()
+    if alive:
+        raise UsageError(
+            f"a local cluster is already running from {state.root} ({len(alive)} processes); run 'minihpc down' first"
+        )
+    if ports.in_use(port):
+        raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --port")
+    if api_port and ports.in_use(api_port):
+        raise UsageError(f"port {api_port} on 127.0.0.1 is already in use; choose another with --api-port (0: no API)")
+
+
 def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None,
        published: dict[str, str] | None = None) -> str:
     """Start the local cluster and return the CLI's Redis URL (user ``cli``, generated password); with
     ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`).
     ``published``: settings for the cluster record beside the layout (config.published_settings)."""
-    if workers < 0:
-        raise UsageError(f"--workers must be 0 or more, got {workers}")
     state = LocalState(state_dir)
-    alive = state.running_pids()
-    if alive:
-        raise UsageError(
-            f"a local cluster is already running from {state_dir} ({len(alive)} processes); run 'minihpc down' first"
-        )
+    _check_free(state, workers, port, api_port)
     server = find_redis_server(log)
-    if ports.in_use(port):
-        raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --port")
-    if api_port and ports.in_use(api_port):
-        raise UsageError(f"port {api_port} on 127.0.0.1 is already in use; choose another with --api-port (0: no API)")
     layout = shared_layout(state.shared, "local")
     for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
         path.mkdir(parents=True, exist_ok=True)
@@ -154,14 +160,16 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     pids["master"] = _spawn(master["argv"], state.log("master"), env["master"])
     for name in names:
         pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), dict(env["node"], **agents[name]["env"]))
+    alert_token = secrets.token_urlsafe(24)  # what an Alertmanager posts to the API's /alerts with
     if api_port:
-        pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"), env["cli"])
+        pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"),
+                             dict(env["cli"], MINIHPC_ALERT_TOKEN=alert_token))
     state.save_pids(pids)
     state.save_url(url)
     _wait_for_nodes(store, names, state)
     log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
     if api_port:
-        start_api(store, state, api_port, log)
+        start_api(store, state, api_port, log, alert_token)
     return url
 
 
@@ -171,9 +179,10 @@ API_START = 30.0
 """Seconds ``up`` waits for the API to answer."""
 
 
-def start_api(store: Store, state: LocalState, port: int, log=print) -> None:
+def start_api(store: Store, state: LocalState, port: int, log=print, alert_token: str = "") -> None:
     """Wait for the API, make an admin token for the user who started the cluster, and say
-    where the page is; the token is kept in STATE_DIR/api.json (mode 0600)."""
+    where the page is; the token is kept in STATE_DIR/api.json (mode 0600), with the token an
+    Alertmanager posts its notifications to ``/alerts`` with."""
     deadline = time.time() + API_START
     while not ports.in_use(port):
         if time.time() > deadline or not psutil.pid_exists(state.pids()["api"]):
@@ -184,7 +193,7 @@ def start_api(store: Store, state: LocalState, port: int, log=print) -> None:
     revoke(store, note=LOCAL_TOKEN)  # the token of an earlier `up` from this state directory
     token = create_token(store, user if USER_NAME.fullmatch(user) else "admin", admin=True, note=LOCAL_TOKEN)
     url = f"http://127.0.0.1:{port}/"
-    state.save_api(url, token)
+    state.save_api(url, token, alert_token)
     log(f"web page and REST API: {url} (admin token for {user} in {state.api_file}; "
         f"more with 'minihpc token create USER')")
 
