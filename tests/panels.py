@@ -1,8 +1,11 @@
 """Every panel query of every committed Grafana dashboard, run through a real Prometheus's
-HTTP API: shared by the local-mode integration test and the Compose end-to-end test."""
+HTTP API: shared by the local-mode integration test and the Compose end-to-end test. A query's
+dashboard variables (``$job_id``, ``$node``) are given what Grafana sends for "All": the
+variable's ``allValue`` (``.*``, matched with ``=~``)."""
 
 import json
 import math
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -19,6 +22,15 @@ def query(base_url: str, expr: str) -> list[dict]:
     return body["data"]["result"]
 
 
+def at_all(expr: str, board: dict) -> str:
+    """``expr`` with each of the board's variables (``$name`` or ``${name}``) set to "All"."""
+    for var in board.get("templating", {}).get("list", []):
+        value = var.get("allValue") or ".*"
+        expr = re.sub(r"\$(?:\{%s\}|%s\b)" % (var["name"], var["name"]), lambda _: value, expr)
+    assert "$" not in expr, f"{board['title']}: a variable the board does not declare in {expr}"
+    return expr
+
+
 def run_all(base_url: str) -> list[tuple[str, str, int, int]]:
     """(dashboard, panel, series returned, of which finite) for every panel, over all its targets."""
     rows = []
@@ -27,7 +39,7 @@ def run_all(base_url: str) -> list[tuple[str, str, int, int]]:
         for panel in board["panels"]:
             series = finite = 0
             for target in panel["targets"]:
-                for item in query(base_url, target["expr"]):
+                for item in query(base_url, at_all(target["expr"], board)):
                     series += 1
                     finite += math.isfinite(float(item["value"][1]))
             rows.append((board["title"], panel["title"], series, finite))

@@ -72,7 +72,7 @@ def test_every_node_registers_its_cpu_model_and_a_measured_speed(probed):
                                                  "LAST-HEARTBEAT"], "the plain view is unchanged"
     node = {n["name"]: n for n in c.nodes()}["worker-node-1"]
     body = urllib.request.urlopen(f"http://{node['metrics']}/metrics", timeout=5).read().decode()
-    assert 'minihpc_node_compute_gflops{node="worker-node-1"}' in body
+    assert 'minihpc_node_compute_flops{node="worker-node-1"}' in body
     assert f'minihpc_node_info{{cpu_model="{node["cpu_model"]}",gpu_model="",node="worker-node-1"}} 1.0' in body
 
 
@@ -112,6 +112,6 @@ def test_a_benchmark_job_records_the_allreduce_bandwidth_on_its_nodes(probed):
     [idle] = set(NAMES) - ran
     assert nodes[idle]["allreduce_gbps"] is None and long_view(c)[idle][7] == "-"
     body = urllib.request.urlopen(f"http://{nodes[min(ran)]['metrics']}/metrics", timeout=5).read().decode()
-    assert f'minihpc_node_allreduce_busbw_gbytes_per_second{{node="{min(ran)}"}}' in body
+    assert f'minihpc_node_allreduce_busbw_bytes_per_second{{node="{min(ran)}"}}' in body
     record = json.loads(c.cli("nodes", "--json").stdout)
     assert all(n["allreduce_gbps"] is None or n["allreduce_gbps"] > 0 for n in record)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from PIL import Image
 
 from tests import panels
@@ -34,13 +35,13 @@ def test_promtool_accepts_the_config_and_rules_and_the_rule_unit_tests_pass():
                  ["test", "rules", "alerts.test.yml"]):
         out = promtool(*args)
         assert out.returncode == 0, (args, out.stdout, out.stderr)
-    assert "SUCCESS: 7 rules found" in promtool("check", "rules", "alerts.yml").stdout
+    assert "SUCCESS: 11 rules found" in promtool("check", "rules", "alerts.yml").stdout
 
 
 @pytest.fixture
 def prometheus(cluster, tmp_path):
     """Debian's Prometheus, scraping every second the targets the master writes (the shipped
-    scrape settings, with local paths) and loading the shipped alert rules."""
+    scrape settings of config/prometheus.yml, with local paths) and loading the shipped alert rules."""
     yield from _prometheus(cluster, tmp_path, CONFIG / "alerts.yml")
 
 
@@ -48,12 +49,14 @@ def _prometheus(cluster, tmp_path, rules: Path):
     if shutil.which("prometheus") is None:
         pytest.fail("prometheus is not installed; make test installs Debian's prometheus package (scripts/host-deps.sh test)")
     targets = cluster.state_dir / "prometheus" / "targets.json"
+    shipped = yaml.safe_load((CONFIG / "prometheus.yml").read_text())
+    [scrape] = [c for c in shipped["scrape_configs"] if c["job_name"] == "minihpc"]
+    scrape = {**scrape, "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "minihpc", "honor_labels": True,
-                            "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]}],
+        "scrape_configs": [scrape],
     }))
     port = free_port()
     proc = subprocess.Popen(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
@@ -82,7 +85,7 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
     wait_until(lambda: up() == {"master-node", "worker-node-1", "worker-node-2", "cluster"}, timeout=60,
                interval=0.5, message="Prometheus scraping three nodes and the cluster exporter")
     rules = json.load(__import__("urllib.request").request.urlopen(f"{prometheus}/api/v1/rules"))
-    assert len([r for g in rules["data"]["groups"] for r in g["rules"]]) == 7
+    assert len([r for g in rules["data"]["groups"] for r in g["rules"]]) == 11
 
     short = c.submit("-N", 1, ROOT / "jobs" / "hello.py")  # a finished job for the wait/run histograms
     assert c.wait(short)["state"] == "COMPLETED"
@@ -96,18 +99,24 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle_cluster, pr
                              timeout=300).stdout)
     assert drill["resumed"] is not None, drill
     try:
-        wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job="{job_id}"}}'), timeout=60,
+        wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job_id="{job_id}"}}'), timeout=60,
                    interval=0.5, message="training metrics in Prometheus")
         rows = panels.run_until_filled(prometheus)
         print("\n" + panels.table(rows))
         assert not panels.empty(rows), panels.table(rows)
         running = panels.query(prometheus, "minihpc_job_step")
-        assert {r["metric"]["job"] for r in running} == {str(job_id)}
+        assert {(r["metric"]["job_id"], r["metric"]["job"]) for r in running} == {(str(job_id), "minihpc")}
+        info = panels.query(prometheus, "minihpc_job_info")
+        assert [(r["metric"]["job_id"], r["metric"]["state"]) for r in info] == [(str(job_id), "RUNNING")], info
+        # No honor_labels: nothing the exporters send is renamed (their node label, equal to
+        # the target's, is dropped as exported_node).
+        assert not panels.query(prometheus, '{exported_node!=""}')
+        assert not panels.query(prometheus, '{exported_job!=""}')
         phases = {r["metric"]["phase"] for r in panels.query(prometheus, "minihpc_job_step_phase_seconds")}
         assert phases == {"data", "forward", "backward", "allreduce", "optimizer"}
     finally:
         c.cli("cancel", job_id)
-    # A job's training series end with it: only running jobs carry a job label.
+    # A job's training series end with it: only running jobs carry a job_id label.
     c.wait(job_id)
     wait_until(lambda: not panels.query(prometheus, "minihpc_job_step"), timeout=30, interval=0.5,
                message="the job's series to go once it ended")
@@ -155,13 +164,13 @@ def test_a_slowed_rank_is_named_a_straggler_and_its_alert_fires(idle_cluster, tm
         assert 2.0 < incident[0]["ratio"] < 4.5, incident  # 3x as long, give or take the machine's noise
         assert f"straggler       {slow_node}" in c.cli("incidents").stdout
         ratios = {r["metric"]["rank"]: float(r["value"][1])
-                  for r in wait_until(lambda: panels.query(prometheus, f'minihpc_job_rank_slowdown_ratio{{job="{job_id}"}}'),
+                  for r in wait_until(lambda: panels.query(prometheus, f'minihpc_job_rank_slowdown_ratio{{job_id="{job_id}"}}'),
                                       timeout=30, interval=0.5, message="slowdown ratios in Prometheus")}
         assert set(ratios) == {"0", "1", "2"} and ratios["1"] > 2.0 and ratios["0"] < 1.5 and ratios["2"] < 1.5, ratios
         firing = wait_until(lambda: panels.query(prometheus, 'ALERTS{alertname="MinihpcStraggler",alertstate="firing"}'),
                             timeout=60, interval=0.5, message="MinihpcStraggler firing")
-        assert [(a["metric"]["job"], a["metric"]["rank"], a["metric"]["node"]) for a in firing] == [
-            (str(job_id), "1", slow_node)], firing
+        assert [(a["metric"]["job_id"], a["metric"]["name"], a["metric"]["rank"], a["metric"]["node"])
+                for a in firing] == [(str(job_id), "straggler.py", "1", slow_node)], firing
     finally:
         if job_id is not None:
             c.cli("cancel", job_id, check=False)

@@ -345,11 +345,11 @@ def test_the_exporter_shows_the_hardware_and_each_figure_only_when_known():
                               allreduce_gbps=1.5))
     assert 'minihpc_node_info{cpu_model="AMD EPYC",gpu_model="",node="n1"} 1.0' in body
     assert 'minihpc_node_cpu_limit_cpus{node="n1"} 0.5' in body
-    assert 'minihpc_node_compute_gflops{node="n1"} 40.0' in body
-    assert 'minihpc_node_allreduce_busbw_gbytes_per_second{node="n1"} 1.5' in body
+    assert 'minihpc_node_compute_flops{node="n1"} 4e+10' in body  # base units: 40 GFLOP/s
+    assert 'minihpc_node_allreduce_busbw_bytes_per_second{node="n1"} 1.5e+09' in body  # 1.5 GB/s
     body = _scrape(NodeStatus("n1", "a", True, cpu_model="AMD EPYC"))
     assert "minihpc_node_info{" in body
-    for name in ("cpu_limit_cpus", "compute_gflops", "allreduce_busbw_gbytes_per_second"):
+    for name in ("cpu_limit_cpus", "compute_flops", "allreduce_busbw_bytes_per_second"):
         assert f"minihpc_node_{name}" not in body
     body = _scrape(None)  # Redis away: the rest of the scrape still comes
     assert "minihpc_node_info" not in body and 'minihpc_node_allocated{node="n1"} 0.0' in body

@@ -1,20 +1,28 @@
 """The cluster's exporter, served by the master: read from Redis at scrape time.
 
-- nodes by state, queue depth by priority, jobs by state;
-- counters and histograms the cluster keeps as things happen (minihpc.state.stats): jobs ended by state,
-  requeues, node restarts, wait and run times, node recovery times;
+- nodes by state, and each node up and drained (the MinihpcNodeDrained and MinihpcNodeFlapping
+  alerts); queue depth by priority, jobs by state, and the pending jobs the scheduler's plan
+  would start right now (with jobs started: MinihpcQueueStuck);
+- counters and histograms the cluster keeps as things happen (minihpc.state.stats): jobs started
+  and ended, requeues, node restarts, wait and run times, node recovery times;
+- Redis's memory and its maxmemory (MinihpcRedisMemoryHigh), so no Redis exporter is needed;
+- one ``minihpc_job_info{job_id, name, user, partition, state}`` series per live job, the only
+  series with a job's free-text fields: others join it on ``job_id``;
 - training metrics of *running* jobs, from their progress reports (minihpc.progress): step,
   progress, loss, samples/s, step time by phase, gradient norm; and for multi-node jobs each
   reporting rank's smoothed compute time per step and its ratio to the other ranks'
   (minihpc.core.straggler: the MinihpcStraggler alert). A job's series carry its id in the
-  ``job`` label and vanish when it ends, so the label stays bounded.
+  ``job_id`` label (never ``job``: Prometheus's own target label) and vanish when it ends, so
+  the label stays bounded.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
+import redis
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -22,16 +30,24 @@ from prometheus_client.core import (
     Metric,
 )
 
-from minihpc.core import straggler
-from minihpc.core.models import JobState, NodeState, Priority
+from minihpc.core import dependency, scheduler, straggler
+from minihpc.core.errors import ClusterUnavailable
+from minihpc.core.models import Job, JobState, NodeState, NodeStatus, Priority
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import published_cpus
 from minihpc.job.progress import PHASES
 from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
 
 TRAINING = {
     "loss": ("minihpc_job_loss", "Training loss at the job's latest reported step."),
     "samples_per_second": ("minihpc_job_samples_per_second", "Training throughput, all ranks together."),
     "grad_norm": ("minihpc_job_grad_norm", "Gradient L2 norm at the latest reported step."),
 }
+
+JOB_INFO = ("job_id", "name", "user", "partition", "state")
+"""Labels of ``minihpc_job_info``: the job's id and what describes it, free text included."""
 
 
 class ClusterCollector:
@@ -43,11 +59,32 @@ class ClusterCollector:
         nodes = store.node_statuses()
         pending = store.pending_jobs()
         running = store.running_jobs()
+        try:
+            cluster = store.cluster_info()
+        except ClusterUnavailable:
+            cluster = None  # no master has published the cluster yet: nothing to plan with
+        yield from self._nodes(nodes)
+        yield from self._queue(nodes, pending, running, cluster, time.time())
+        yield from self._counters(nodes)
+        yield from self._redis()
+        yield self._job_info(pending, running, Partitions.from_record(cluster or {}))
+        yield from self._training(running)
 
+    def _nodes(self, nodes: list[NodeStatus]) -> Iterator[Metric]:
         family = GaugeMetricFamily("minihpc_nodes", "Nodes by state.", labels=["state"])
         for state in NodeState:
             family.add_metric([state.value], sum(1 for n in nodes if n.state is state))
         yield family
+        up = GaugeMetricFamily("minihpc_node_up", "1 while the node heartbeats, else 0 (DOWN).", labels=["node"])
+        drained = GaugeMetricFamily("minihpc_node_drained", "1 while the node is drained (it takes no new jobs), "
+                                    "whether idle, running a job or DOWN; else 0.", labels=["node"])
+        for node in nodes:
+            up.add_metric([node.name], 1.0 if node.alive else 0.0)
+            drained.add_metric([node.name], 1.0 if node.drain_reason is not None else 0.0)
+        yield from (up, drained)
+
+    def _queue(self, nodes: list[NodeStatus], pending: list[Job], running: list[Job], cluster: dict[str, str] | None,
+               now: float) -> Iterator[Metric]:
         family = GaugeMetricFamily("minihpc_queue_pending_jobs", "Jobs waiting, by priority.", labels=["priority"])
         for priority in Priority:
             family.add_metric([priority.value], sum(1 for j in pending if j.priority is priority))
@@ -56,13 +93,27 @@ class ClusterCollector:
         family.add_metric([JobState.PENDING.value], len(pending))
         family.add_metric([JobState.RUNNING.value], len(running))
         yield family
-        now = time.time()
         family = GaugeMetricFamily("minihpc_queue_oldest_pending_seconds", "How long the oldest pending job has "
                                    "waited (0 when none).")
         family.add_metric([], max((now - j.submitted_at for j in pending), default=0.0))
         yield family
+        if cluster is None:
+            return
+        deps = self.store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
+        plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
+                              published_cpus(cluster))
+        family = GaugeMetricFamily("minihpc_queue_startable_jobs", "Pending jobs the scheduler's plan would start "
+                                   "now (nodes free for them, nothing else to wait for); above 0 for more than "
+                                   "a pass only while the scheduler starts nothing.")
+        family.add_metric([], len(plan.starts))
+        yield family
 
-        counters = store.counters()
+    def _counters(self, nodes: list[NodeStatus]) -> Iterator[Metric]:
+        counters = self.store.counters()
+        family = CounterMetricFamily("minihpc_jobs_started", "Job attempts started (a requeued job's new attempt "
+                                     "counts again).")
+        family.add_metric([], sum(counters["jobs_started"].values()))
+        yield family
         family = CounterMetricFamily("minihpc_jobs_ended", "Jobs that ended, by final state.", labels=["state"])
         for state in JobState:
             if state.terminal:
@@ -79,14 +130,37 @@ class ClusterCollector:
         for name, doc in (("job_wait_seconds", "Submit to first start of each job."),
                           ("job_run_seconds", "Run time of each attempt that ended."),
                           ("node_recovery_seconds", "A node DOWN until it heartbeats again.")):
-            buckets, total = store.histogram(name)
+            buckets, total = self.store.histogram(name)
             family = HistogramMetricFamily(f"minihpc_{name}", doc)
             family.add_metric([], buckets, total)
             yield family
-        yield from self._training(running)
 
-    def _training(self, running) -> Iterator[Metric]:
-        labels = ["job", "name"]
+    def _redis(self) -> Iterator[Metric]:
+        try:
+            used, limit = self.store.redis_memory()
+        except redis.ResponseError as exc:  # a Redis user without INFO: the rest of the scrape still comes
+            log.warning("cluster exporter: cannot read Redis's memory (%s)", exc)
+            return
+        family = GaugeMetricFamily("minihpc_redis_memory_used_bytes", "Memory Redis uses for its data (INFO "
+                                   "memory: used_memory).")
+        family.add_metric([], used)
+        yield family
+        family = GaugeMetricFamily("minihpc_redis_memory_max_bytes", "Redis's maxmemory: writes fail beyond it "
+                                   "(noeviction); 0 when it has none.")
+        family.add_metric([], limit)
+        yield family
+
+    def _job_info(self, pending: list[Job], running: list[Job], partitions: Partitions) -> Metric:
+        family = GaugeMetricFamily("minihpc_job_info", "One series per pending or running job, always 1: its "
+                                   "name, user, partition and state, for joins on job_id "
+                                   "(* on(job_id) group_left(name) minihpc_job_info).", labels=list(JOB_INFO))
+        for job in [*running, *pending]:
+            family.add_metric([str(job.id), job.name, job.user, partitions.effective(job.partition),
+                               job.state.value], 1.0)
+        return family
+
+    def _training(self, running: list[Job]) -> Iterator[Metric]:
+        labels = ["job_id"]
         step = GaugeMetricFamily("minihpc_job_step", "Latest reported training step.", labels=labels)
         ratio = GaugeMetricFamily("minihpc_job_progress_ratio", "Latest step over total steps (0-1).", labels=labels)
         seen = GaugeMetricFamily("minihpc_job_last_progress_timestamp_seconds", "When the job last reported "
@@ -98,7 +172,7 @@ class ClusterCollector:
         extra = {key: GaugeMetricFamily(name, doc, labels=labels) for key, (name, doc) in TRAINING.items()}
         reports = self.store.progress(j.id for j in running)
         for job in running:
-            values = [str(job.id), job.name]
+            values = [str(job.id)]
             attempt.add_metric(values, job.attempts)
             report = reports.get(job.id)
             if report is None:
@@ -116,8 +190,8 @@ class ClusterCollector:
         yield from (step, ratio, seen, attempt, phases, *extra.values())
         yield from self._ranks(running)
 
-    def _ranks(self, running) -> Iterator[Metric]:
-        labels = ["job", "name", "rank", "node"]
+    def _ranks(self, running: list[Job]) -> Iterator[Metric]:
+        labels = ["job_id", "rank", "node"]
         pace = GaugeMetricFamily("minihpc_job_rank_step_seconds", "A rank's own compute time per step (data, "
                                  "forward, backward, optimizer; not the all-reduce), smoothed.", labels=labels)
         slow = GaugeMetricFamily("minihpc_job_rank_slowdown_ratio", "A rank's smoothed compute time per step "
@@ -127,7 +201,7 @@ class ClusterCollector:
                 continue
             series = self.store.series(job.id, last=straggler.WINDOW * job.nodes_requested)
             for rank in straggler.paces(series, job.attempts):
-                values = [str(job.id), job.name, str(rank.rank), rank.node]
+                values = [str(job.id), str(rank.rank), rank.node]
                 pace.add_metric(values, rank.seconds)
                 if rank.ratio is not None and rank.reports >= straggler.MIN_REPORTS:
                     slow.add_metric(values, rank.ratio)

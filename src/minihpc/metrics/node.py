@@ -5,7 +5,7 @@ runs a job.
 shares one kernel, so system-wide figures would be the host's), the agent's process tree in
 local mode. ``minihpc_host_*`` is the machine underneath, as psutil sees it. GPUs appear as
 ``minihpc_gpu_*`` when NVML finds one. What the node is and was measured to do (its CPU and GPU
-models, CPU limit, GFLOP/s and all-reduce bandwidth) comes from its record as registered, the
+models, CPU limit, FLOP/s and all-reduce bandwidth) comes from its record as registered, the
 same figures ``minihpc nodes --long`` shows (:mod:`minihpc.core.measurements`).
 
 Each node agent serves it on ``--metrics-port`` and records ``host:port`` in its node hash, so
@@ -144,9 +144,12 @@ class NodeCollector:
         if record.cpu_limit is not None:
             yield self._gauge("minihpc_node_cpu_limit_cpus", "CPUs the node's cgroup quota allows (only when it "
                               "has one).", record.cpu_limit)
+        # The record keeps GFLOP/s and GB/s (as `minihpc nodes --long` shows them); Prometheus
+        # wants base units: FLOP/s and bytes per second.
         if record.gflops is not None:
-            yield self._gauge("minihpc_node_compute_gflops", "GFLOP/s of float32 matrix multiplies on the node "
-                              "(its speed probe at agent start, or its last benchmark job).", record.gflops)
+            yield self._gauge("minihpc_node_compute_flops", "FLOP/s of float32 matrix multiplies on the node "
+                              "(its speed probe at agent start, or its last benchmark job).", record.gflops * 1e9)
         if record.allreduce_gbps is not None:
-            yield self._gauge("minihpc_node_allreduce_busbw_gbytes_per_second", "All-reduce bus bandwidth (GB/s) "
-                              "of the last benchmark job the node ran in (jobs/benchmark.py).", record.allreduce_gbps)
+            yield self._gauge("minihpc_node_allreduce_busbw_bytes_per_second", "All-reduce bus bandwidth (bytes "
+                              "per second) of the last benchmark job the node ran in (jobs/benchmark.py).",
+                              record.allreduce_gbps * 1e9)

@@ -112,6 +112,7 @@ class JobLifecycle:
             pipe.srem(keys.JOBS_PENDING, job.id)
             pipe.sadd(keys.JOBS_ACTIVE, job.id)
             publish(pipe, job_event(job.id, JobState.RUNNING.value))
+            stats.count(pipe, "jobs_started")
             if waited is not None:
                 stats.observe(pipe, "job_wait_seconds", waited)
             dispatch(pipe, job)

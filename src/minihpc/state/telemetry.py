@@ -97,6 +97,11 @@ class Telemetry:
         """Cumulative buckets and the sum of histogram ``name``, as Prometheus wants them."""
         return stats.read_histogram(self.r, name)
 
+    def redis_memory(self) -> tuple[int, int]:
+        """(bytes Redis uses, its maxmemory) from ``INFO memory``; maxmemory 0: no limit."""
+        info = self.r.info("memory")
+        return int(info["used_memory"]), int(info.get("maxmemory", 0))
+
 
 def _json(raw):
     try:
