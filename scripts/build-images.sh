@@ -17,10 +17,12 @@ NODE_IMAGE=$(setting MINIHPC_IMAGE minihpc/node:0.1.0)
 PYTHON_IMAGE=$(setting PYTHON_BASE_IMAGE python:3.11.13-slim-bookworm)
 OFFICIAL_REDIS=redis:7.2.5-bookworm
 OFFICIAL_PROMETHEUS=prom/prometheus:v2.53.1
+OFFICIAL_ALERTMANAGER=prom/alertmanager:v0.27.0
 OFFICIAL_GRAFANA=grafana/grafana:11.1.0
 DEBIAN_BASE=minihpc/debian:bookworm
 OFFLINE_REDIS=minihpc/redis:bookworm
 OFFLINE_PROMETHEUS=minihpc/prometheus:bookworm
+OFFLINE_ALERTMANAGER=$OFFLINE_PROMETHEUS  # one image from Debian's packages serves both
 
 # Without buildx the classic builder does the job; say so once instead of warning per image.
 docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
@@ -48,13 +50,15 @@ fi
 start=$(date +%s)
 case "$source_mode" in
 registry)
-    echo "==> registry reachable: official images $PYTHON_IMAGE, $OFFICIAL_REDIS, $OFFICIAL_PROMETHEUS, $OFFICIAL_GRAFANA"
-    for image in "$PYTHON_IMAGE" "$OFFICIAL_REDIS" "$OFFICIAL_PROMETHEUS" "$OFFICIAL_GRAFANA"; do
+    echo "==> registry reachable: official images $PYTHON_IMAGE, $OFFICIAL_REDIS, $OFFICIAL_PROMETHEUS," \
+         "$OFFICIAL_ALERTMANAGER, $OFFICIAL_GRAFANA"
+    for image in "$PYTHON_IMAGE" "$OFFICIAL_REDIS" "$OFFICIAL_PROMETHEUS" "$OFFICIAL_ALERTMANAGER" "$OFFICIAL_GRAFANA"; do
         pull "$image" || { echo "build: cannot pull $image" >&2; exit 1; }
     done
     base=$PYTHON_IMAGE
     env_set REDIS_IMAGE "$OFFICIAL_REDIS"
     env_set PROMETHEUS_IMAGE "$OFFICIAL_PROMETHEUS"
+    env_set ALERTMANAGER_IMAGE "$OFFICIAL_ALERTMANAGER"
     env_set GRAFANA_IMAGE "$OFFICIAL_GRAFANA"
     env_set COMPOSE_PROFILES grafana
     ;;
@@ -70,6 +74,7 @@ offline)
     done
     env_set REDIS_IMAGE "$OFFLINE_REDIS"
     env_set PROMETHEUS_IMAGE "$OFFLINE_PROMETHEUS"
+    env_set ALERTMANAGER_IMAGE "$OFFLINE_ALERTMANAGER"
     env_set COMPOSE_PROFILES ""
     echo "==> Grafana left out: it has no Debian package and no registry is reachable to pull" \
          "$OFFICIAL_GRAFANA. Everything else runs; Prometheus is at http://127.0.0.1:$(setting PROMETHEUS_PORT 9090)."
@@ -178,4 +183,4 @@ if [ -n "$old" ] && [ "$old" != "$new" ] && [ -z "$(docker image inspect -f '{{j
     docker rmi "$old" >/dev/null 2>&1 || true
 fi
 env_set MINIHPC_IMAGE "$NODE_IMAGE"
-echo "==> images ready in $(( $(date +%s) - start ))s ($source_mode): $NODE_IMAGE $(env_get REDIS_IMAGE) $(env_get PROMETHEUS_IMAGE)$( [ "$source_mode" = registry ] && echo " $OFFICIAL_GRAFANA")"
+echo "==> images ready in $(( $(date +%s) - start ))s ($source_mode): $NODE_IMAGE $(env_get REDIS_IMAGE) $(env_get PROMETHEUS_IMAGE) $(env_get ALERTMANAGER_IMAGE)$( [ "$source_mode" = registry ] && echo " $OFFICIAL_GRAFANA")"

@@ -46,7 +46,7 @@ env_ensure() {  # create .env from .env.example and generate every missing secre
         grep -q "^$key=" "$ENV_FILE" || env_set "$key" "${line#*=}"
     done < <(grep -E '^[A-Z_]+=' .env.example)
     for key in REDIS_MASTER_PASSWORD REDIS_NODE_PASSWORD REDIS_CLI_PASSWORD REDIS_EXPORTER_PASSWORD \
-               GRAFANA_ADMIN_PASSWORD RESTART_TOKEN; do
+               GRAFANA_ADMIN_PASSWORD RESTART_TOKEN ALERT_TOKEN; do
         if [ -z "$(env_get "$key")" ]; then
             env_set "$key" "$(secret)"
         fi

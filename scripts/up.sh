@@ -14,7 +14,7 @@ export COMPOSE_FILE=$(env_get COMPOSE_FILE)  # as just written, whatever the cal
 read -r -a compose <<< "${COMPOSE:-docker-compose}"
 
 missing=()
-for var in MINIHPC_IMAGE REDIS_IMAGE PROMETHEUS_IMAGE; do
+for var in MINIHPC_IMAGE REDIS_IMAGE PROMETHEUS_IMAGE ALERTMANAGER_IMAGE; do
     image=$(setting "$var")
     docker image inspect "$image" >/dev/null 2>&1 || missing+=("$image")
 done

@@ -141,6 +141,31 @@ def test_the_mnist_ddp_job_runs_on_the_three_hosts_and_prometheus_scrapes_every_
     assert set(up) == expected, up
 
 
+def test_an_alert_goes_through_alertmanager_to_minihpcs_receiver(hosts, first_run):
+    """Prometheus knows the Alertmanager beside it, and an alert Alertmanager gets reaches the
+    API's /alerts (with the cluster's alert token) and shows in `minihpc alerts`."""
+    assert first_run.returncode == 0
+    assert hosts.exec("head", "systemctl", "is-active", "prometheus-alertmanager").stdout.strip() == "active"
+    head = hosts.address("head")
+    with urllib.request.urlopen(f"http://{head}:9090/api/v1/alertmanagers", timeout=10) as resp:
+        active = json.load(resp)["data"]["activeAlertmanagers"]
+    assert [a["url"] for a in active] == [f"http://{head}:9093/api/v2/alerts"], active
+    alert = [{"labels": {"alertname": "MinihpcRouteCheck", "severity": "info", "node": "node1"},
+              "annotations": {"summary": "a test alert, straight to Alertmanager"}}]
+    request = urllib.request.Request(f"http://{head}:9093/api/v2/alerts", data=json.dumps(alert).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert resp.status == 200
+
+    def arrived():
+        firing = json.loads(minihpc(hosts, "alerts", "--json").stdout)["firing"]
+        return [a for a in firing if a["alertname"] == "MinihpcRouteCheck"]
+    got, = wait_until(arrived, timeout=60, interval=1, message="the alert at minihpc's receiver")
+    assert (got["node"], got["summary"]) == ("node1", "a test alert, straight to Alertmanager"), got
+    assert hosts.exec("head", "stat", "-c", "%a %U %G", "/etc/prometheus/alert-token").stdout.split() == \
+        ["640", "root", "prometheus"]
+
+
 def start_training(hosts, epochs=12) -> int:
     job_id = submit(hosts, "-N", 3, "/opt/minihpc/jobs/train_mnist_distributed.py", "--epochs", epochs, "--checkpoint-every", 5)
     wait_until(lambda: hosts.exec("head", "test", "-f", f"/shared/models/job-{job_id}/LATEST", check=False).returncode == 0,

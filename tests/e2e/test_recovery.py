@@ -155,6 +155,13 @@ def test_a_node_that_keeps_dying_is_drained_and_resume_puts_it_back(idle):
     assert state["drain_reason"].startswith("flapping"), state
     time.sleep(5)  # the monitor leaves a drained node alone: no restart follows the drain
     assert "restart" not in [i["kind"] for i in incidents_since(idle, since, node)][kinds.index("drained") + 1:]
+    # The alert reached someone: Prometheus's rule fired, Alertmanager posted it to minihpc's
+    # receiver (the API's /alerts), and `minihpc alerts` shows it, with its runbook.
+    def flapping():
+        firing = json.loads(idle.minihpc("alerts", "--json").stdout)["firing"]
+        return [a for a in firing if a["alertname"] == "MinihpcNodeFlapping" and a["node"] == node]
+    alert, = wait_until(flapping, timeout=90, interval=1, message=f"MinihpcNodeFlapping for {node} at the receiver")
+    assert alert["runbook_url"] == "docs/runbooks.md#minihpcnodeflapping" and alert["severity"] == "warning", alert
 
     out = idle.minihpc("nodes", "--resume", node).stdout
     assert f"resumed {node}" in out
@@ -170,7 +177,7 @@ def test_every_dashboard_panel_returns_data_while_training_runs(idle):
                message="Prometheus scraping three nodes and the cluster exporter")
     job_id = start_training_and_wait_for_a_checkpoint(idle, epochs=400)
     try:
-        wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job="{job_id}"}}'), timeout=60,
+        wait_until(lambda: panels.query(prometheus, f'minihpc_job_loss{{job_id="{job_id}"}}'), timeout=60,
                    interval=1, message="training metrics in Prometheus")
         rows = panels.run_until_filled(prometheus)
         print("\n" + panels.table(rows))
