@@ -167,7 +167,7 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu bench bench-api bench-recovery bench-balance bench-demo lock
+.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu docs bench bench-api bench-recovery bench-balance bench-demo lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@VENV=$(VENV) bash scripts/venv.sh
@@ -196,6 +196,9 @@ test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 test-gpu: venv ## The GPU tests (tests/gpu/: NCCL DDP one rank per GPU, GPU isolation, checkpoint and preempt under NCCL, MNIST on CUDA) on a local cluster; each skips with its reason without CUDA. For a GPU machine, never CI.
 	@bash scripts/host-deps.sh test
 	@$(PY) -m pytest tests/gpu -p no:cacheprovider -v -rs
+
+docs: venv ## The documentation site (docs/, MkDocs Material) into build/site, strict: a broken link, anchor or page left out of the nav fails it. Open build/site/index.html.
+	@$(PY) -m mkdocs build --strict -d build/site
 
 bench: venv ## Benchmarks (bench/results/): the engine against raw torchrun and rq, recovery drills, balanced batches.
 	@$(PY) scripts/bench.py

@@ -1,7 +1,7 @@
 """minihpc: a mini HPC cluster for rehearsing distributed PyTorch training.
 
 The package is built in layers, each a subpackage that imports only the layers below it
-(tests/unit/test_layers.py enforces it; the README's "How it is built" lists them).
+(tests/unit/test_layers.py enforces it; docs/architecture.md lists them).
 
 Job scripts import the job SDK as ``from minihpc import checkpoint, progress, preempt, tracking``
 (and ``balance``, ``profiling``): those names are loaded from :mod:`minihpc.job` on first use.

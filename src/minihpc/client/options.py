@@ -30,7 +30,7 @@ from minihpc.core.slurm_filters import parse_slurm_time
 ADVISORY = ("--mail-type", "--mail-user", "-A", "--account", "--comment", "--wckey", "--acctg-freq", "--profile",
             "--exclusive", "--get-user-env", "--open-mode", "--propagate", "--no-kill")
 """sbatch options with no effect on where or how a job runs here, accepted without a word
-(the README lists them): mail, accounting, and --exclusive (a minihpc job always has its nodes
+(docs/slurm.md lists them): mail, accounting, and --exclusive (a minihpc job always has its nodes
 to itself). Any other option minihpc lacks is refused, naming it."""
 FLAGS = ("--exclusive", "--get-user-env", "--no-kill")
 """Those of ADVISORY that take no value (or an optional one, given as --opt=VALUE)."""
@@ -68,7 +68,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cpus-per-task", type=int, default=None, help="CPUs each task needs (default 1)")
     p.add_argument("-o", "--output", default=None, metavar="PATTERN",
                    help="write the job's output to this file (%%j job id, %%x name, %%N node, %%A_%%a array, "
-                        "%%t task, %%u user); relative to the working directory. Default: the node logs only")
+                        "%%t task, %%u user); a relative name goes in the job's logs/job-N/output/. Default: the node logs "
+                        "only")
     p.add_argument("-e", "--error", default=None, metavar="PATTERN", help="write its standard error here (as -o)")
     p.add_argument("--export", default=None, metavar="ALL|NONE|VAR[=VALUE],...",
                    help="the submitter's variables the job gets (default ALL, less the machine's own: PATH, HOME...)")
@@ -127,7 +128,7 @@ def parse_header(text: str) -> Header:
         _, unknown = parser.parse_known_args(words, namespace=header.options)
         if unknown:
             raise UsageError(f"{prefix} {' '.join(unknown)}: not an option minihpc supports (it cannot honour it, "
-                             "so the job is not queued; the README's Slurm table lists what is)")
+                             "so the job is not queued; docs/slurm.md lists what is)")
     return header
 
 

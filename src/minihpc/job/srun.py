@@ -7,7 +7,7 @@ Its I/O is Slurm's (``man srun``, IO Redirection): srun's stdin goes to every ta
 all, none, a task id, or a file), and every task's stdout and stderr come back through srun's
 own, so pipes, ``$(srun ...)`` and redirections work (``-o/-e`` to files, ``-l`` labels,
 ``-u`` unbuffered; job.srun_output). Options that have no meaning here are accepted with one
-warning; see the README's table.
+warning; see docs/slurm.md.
 """
 
 from __future__ import annotations
