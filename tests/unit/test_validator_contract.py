@@ -347,3 +347,14 @@ def test_a_usage_mistake_is_one_line_and_exit_2(capsys):
         _main(["validate", "a.json", "b.json", "--tol", "0.01"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == ["minicluster: error: unrecognized arguments: --tol 0.01"]
+
+
+def test_a_timing_detection_before_the_fault_step_is_noise_not_the_faults():
+    """A run slowed by a busy machine before the fault was injected: that detection is listed
+    apart, and the fault's first step is where its own detector saw it."""
+    noise = {"detector": "throughput", "rank": None, "ranks": [], "step": 3, "why": "slow before the fault"}
+    hang = {"detector": "step-mismatch", "rank": 1, "ranks": [1], "step": 4, "why": "rank 1 stopped"}
+    line = faulttest.outcome("hang", 1, 4, [noise, hang])
+    assert line["step_first_seen"] == 4 and line["detectors"] == ["step-mismatch"] and line["before_fault"] == [noise]
+    alone = faulttest.outcome("slow", 1, 4, [noise])
+    assert not alone["detected"] and alone["before_fault"] == [noise]

@@ -39,6 +39,9 @@ EXPECTED = {
 }
 """The detectors each fault is meant to trip (any detection counts; these are reported)."""
 
+TIMING = ("throughput", "straggler-ewma")
+"""Detectors that judge time, which a busy machine moves as a fault would."""
+
 FAULT_TYPES = {
     "slow": "SLOW_WORKER", "grad-noise": "GRADIENT_SYNC_ANOMALY", "hang": "WORKER_TIMEOUT",
     "nan": "NAN_GRADIENT", "drift": "PARAMETER_DRIFT", "bitflip": "BIT_FLIP",
@@ -69,7 +72,11 @@ def plan(opts: dict) -> tuple[list[int], list[str], int]:
 
 
 def outcome(kind: str, rank: int, step: int, detections: list[dict]) -> dict:
-    """One fault's line: detected or missed, the rank and step first seen, why."""
+    """One fault's line: detected or missed, the rank and step first seen, why. A timing
+    detection dated before the fault's step cannot be the fault's (a run slowed by a busy
+    machine before anything was injected): it is listed as ``before_fault``, not counted."""
+    early = [d for d in detections if d["detector"] in TIMING and d["step"] is not None and d["step"] < step]
+    detections = [d for d in detections if d not in early]
     first = detect.first(detections)
     named = detect.first([d for d in detections if d["rank"] is not None])
     return {"fault": kind, "fault_type": FAULT_TYPES[kind], "affected_rank": rank,
@@ -79,7 +86,7 @@ def outcome(kind: str, rank: int, step: int, detections: list[dict]) -> dict:
             "rank": named["rank"] if named else None, "rank_correct": bool(named) and rank in named["ranks"],
             "step_first_seen": first["step"] if first else None,
             "detectors": sorted({d["detector"] for d in detections}), "expected_detectors": list(EXPECTED[kind]),
-            "why": first["why"] if first else "no detector fired", "detections": detections}
+            "why": first["why"] if first else "no detector fired", "detections": detections, "before_fault": early}
 
 
 def summarize(outcomes: list[dict], clean: list[dict]) -> dict:
