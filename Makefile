@@ -221,7 +221,8 @@ bench-demo: ## The first make demo as on a fresh machine, then a second: DELETES
 	$(NEED_COMPOSE)
 	@COMPOSE="$(COMPOSE)" VENV=$(VENV) $(if $(FRESH),FRESH=$(FRESH)) bash scripts/bench-demo.sh
 
-lock: ## Re-pin constraints.txt from requirements.txt (needs PyPI).
-	@d=$$(mktemp -d) && python3 -m venv $$d && $$d/bin/pip install --quiet -r requirements.txt && \
-	  { head -2 constraints.txt; $$d/bin/pip freeze | grep -v '^minihpc'; } > constraints.txt.new && \
-	  mv constraints.txt.new constraints.txt && rm -rf $$d && echo "constraints.txt updated"
+lock: venv ## Re-pin requirements.lock (with hashes) and constraints.txt from pyproject.toml's ranges (needs PyPI; UPGRADE=1 takes the newest they allow).
+	@$(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --extra node --extra api --extra vision --extra test $(if $(UPGRADE),--upgrade) -o requirements.lock pyproject.toml
+	@{ head -2 constraints.txt; sed -n 's/^\([A-Za-z0-9][^ ]*==[^ ]*\).*/\1/p' requirements.lock; } > constraints.txt.new && \
+	  mv constraints.txt.new constraints.txt && echo "requirements.lock and constraints.txt updated"

@@ -2,8 +2,9 @@
 # Create or refresh .venv from a wheelhouse filled once per machine (scripts/wheelhouse.sh).
 #
 # A system Python without pip is enough: a throwaway venv's pip fills the wheelhouse then. uv
-# (requirements-build.txt) installs every wheel into the venv, in parallel and with bytecode
-# compiled; pip does it where uv cannot be installed. The venv is rebuilt only when the
+# (requirements-build.txt) installs every wheel into the venv, in parallel, then the bytecode of a
+# node's packages is compiled (scripts/images/venv_layer.py --compile: what the image takes; the
+# test tools and Ansible compile when imported); pip does it where uv cannot be installed. The venv is rebuilt only when the
 # requirements, constraints, pyproject or MINIHPC_TORCH_INDEX change.
 #   venv.sh --current   exits 0 when $VENV is up to date, 1 otherwise, and changes nothing
 set -euo pipefail
@@ -36,14 +37,19 @@ WHEELHOUSE=$(PYTHON="$pip_python" bash scripts/wheelhouse.sh)
 echo "==> creating $VENV"
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-REQUIREMENTS=(-r requirements.txt -r requirements-ansible.txt -c constraints.txt)
+# A node's packages (requirements.txt), the test suite's, the docs site's (make docs) and Ansible's:
+# the image takes only the first.
+REQUIREMENTS=(-r requirements.txt -r requirements-test.txt -r requirements-docs.txt -r requirements-ansible.txt
+              -c constraints.txt)
 
 echo "==> installing the wheelhouse's packages into $VENV"
 if "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" \
         -r requirements-build.txt 2>/dev/null; then
     # uv's lines: resolved, unpacked, installed and compiled, each with its count and time.
     "$VENV/bin/uv" pip install --python "$VENV/bin/python" --no-index --find-links "$WHEELHOUSE" \
-        --compile-bytecode "${REQUIREMENTS[@]}" 2>&1 | grep --line-buffered -v '^ [+-] ' | sed -u 's/^/    /'
+        "${REQUIREMENTS[@]}" 2>&1 | grep --line-buffered -v '^ [+-] ' | sed -u 's/^/    /'
+    # Bytecode for a node's packages only (the image's): the rest compiles when first imported.
+    "$VENV/bin/python" scripts/images/venv_layer.py --compile requirements.txt
     "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-index --no-deps --no-build-isolation -e .
 else
     echo "    (uv cannot be installed here: pip installs them, one at a time)"

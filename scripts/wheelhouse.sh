@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Fill the wheelhouse once per machine: every pinned wheel of requirements.txt,
-# requirements-ansible.txt, requirements-build.txt and constraints.txt, downloaded from PyPI the
-# first time and reused after that by the venv (scripts/venv.sh), by `make ansible-setup` and by
-# the image build when it cannot use the venv (scripts/build-images.sh), so a second build works
-# without PyPI. Prints the wheelhouse's path on stdout; what it downloads (each file's size and
-# rate) on stderr. Override the folder with MINIHPC_WHEELHOUSE; PYTHON is the pip that downloads.
+# requirements-test.txt, requirements-docs.txt, requirements-ansible.txt, requirements-build.txt and
+# constraints.txt,
+# downloaded from PyPI the first time and reused after that by the venv (scripts/venv.sh), by
+# `make ansible-setup`, by the image build when it cannot use the venv (scripts/build-images.sh)
+# and by tests/integration/test_packaging.py, so a second build works without PyPI. Prints the
+# wheelhouse's path on stdout; what it downloads (each file's size and rate) on stderr. Override
+# the folder with MINIHPC_WHEELHOUSE; PYTHON is the pip that downloads.
+#   wheelhouse.sh --stamp   prints the stamp of the pins it would hold, and changes nothing
+#   wheelhouse.sh --path    prints its folder, filled or not, and changes nothing
 #
 # MINIHPC_TORCH_INDEX: a PyTorch wheel index to take torch, torchvision and their dependencies
 # from, where one is reachable, e.g. https://download.pytorch.org/whl/cpu for the CPU-only build
@@ -17,11 +21,15 @@ PYTHON=${PYTHON:-python3}
 TORCH_INDEX=${MINIHPC_TORCH_INDEX:-}
 # A wheelhouse per torch index: both hold a torch 2.x, and pip would take either.
 WHEELHOUSE=${MINIHPC_WHEELHOUSE:-$HOME/.cache/minihpc/wheelhouse${TORCH_INDEX:+-$(echo "$TORCH_INDEX" | sha256sum | cut -c1-8)}}
-REQUIREMENTS=(-r requirements.txt -r requirements-ansible.txt -r requirements-build.txt -c constraints.txt)
+REQUIREMENTS=(-r requirements.txt -r requirements-test.txt -r requirements-docs.txt -r requirements-ansible.txt
+              -r requirements-build.txt -c constraints.txt)
 
-stamp() { { cat requirements.txt requirements-ansible.txt requirements-build.txt constraints.txt; echo "$TORCH_INDEX"; } \
+stamp() { { cat requirements.txt requirements-test.txt requirements-docs.txt requirements-ansible.txt requirements-build.txt \
+                constraints.txt
+            echo "$TORCH_INDEX"; } \
     | sha256sum | cut -c1-16; }
 [ "${1:-}" = --stamp ] && { stamp; exit 0; }
+[ "${1:-}" = --path ] && { echo "$WHEELHOUSE"; exit 0; }
 STAMP=$(stamp)
 STAMP_FILE=.minihpc-stamp
 

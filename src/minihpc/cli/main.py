@@ -21,6 +21,21 @@ from minihpc.state.connect import REDIS_ERRORS
 DAEMONS = ("master", "agent", "node", "restart-proxy", "api")
 """Commands that run for good and log at INFO."""
 
+EXTRAS = {
+    "torch": "node", "numpy": "node", "psutil": "node", "prometheus_client": "node", "yaml": "node",
+    "fastapi": "api", "starlette": "api", "uvicorn": "api", "anyio": "api", "multipart": "api",
+    "fastapi_offline": "api", "PIL": "report", "torchvision": "vision", "sklearn": "vision",
+}
+"""The extra (pyproject.toml's optional-dependencies) that brings each module ``pip install
+minihpc`` leaves out: a command that imports one says which to install, not a traceback."""
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """The extra whose absence raised EXC, or None when EXC is not a missing module of one."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return EXTRAS.get(exc.name.partition(".")[0])
+    return None
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="minihpc", description="A mini HPC cluster with a Slurm-like CLI.")
@@ -63,6 +78,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # noqa: BLE001 - one line for a user; daemons keep their traceback
+        extra = missing_extra(exc)
+        if extra and not args.debug:
+            print(f"{who}: needs minihpc[{extra}] (pip install 'minihpc[{extra}]')", file=sys.stderr)
+            return 1
         if args.debug or args.command in DAEMONS:
             raise
         print(f"{who}: unexpected error: {type(exc).__name__}: {exc} "

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from minihpc.core.errors import MinihpcError
 from minihpc.core.launch_spec import RANK_MODULE, TORCHRUN_MODULE
-from minihpc.machine.processes import process_tree, terminate
 from minihpc.validate import worker
 from minihpc.validate.records import read_heartbeats
 
@@ -62,6 +61,8 @@ def torchrun_command(workers: int, worker_args: list[str]) -> list[str]:
 
 def run_local(workers: int, worker_args: list[str], record_dir: Path, step_timeout: float) -> Launched:
     """torchrun with ``workers`` ranks; its output goes to record_dir/torchrun.log."""
+    from minihpc.machine.processes import process_tree, terminate  # psutil: minihpc[node], not the CLI's --help
+
     env = dict(os.environ, MINIHPC_START_METHOD="fork", PYTHONUNBUFFERED="1")
     env.pop("MINIHPC_RESULT_FILE", None)
     with open(record_dir / "torchrun.log", "wb") as log:
