@@ -1,6 +1,7 @@
 """Stream an image's root filesystem with the packages of a venv added, for `docker import`.
 
     venv_layer.py REQUIREMENTS... < rootfs.tar > rootfs+packages.tar
+    venv_layer.py --compile REQUIREMENTS...   compile those packages' bytecode in the venv
 
 Run with the project venv's Python (scripts/build-images.sh does). It copies the tar on stdin
 (`docker export` of the node base image, which has an empty venv at /opt/venv) and adds, under
@@ -8,6 +9,11 @@ Run with the project venv's Python (scripts/build-images.sh does). It copies the
 name and of everything they depend on (their RECORD files, with the bytecode compiled beside
 them), plus a console script in /opt/venv/bin for each entry point. The venv's Ansible, linters
 and test tools stay out, as does minihpc itself (the image copies its source tree).
+
+``--compile`` (scripts/venv.sh) compiles the bytecode of just those packages, on every core:
+the image needs it (its site-packages are root's, so a job could never cache a module's
+bytecode and would compile torch's again at every start), the venv's test tools, linters and
+Ansible (more than half of its modules) compile when first imported, if ever.
 
 Why: the packages are already unpacked and compiled in the venv. Installing them again inside a
 `docker build` took 3 of the build's 6 minutes here (pip unpacking 3 GB of wheels, then the
@@ -19,11 +25,13 @@ are per minor version.
 from __future__ import annotations
 
 import io
+import py_compile
 import re
 import sys
 import sysconfig
 import tarfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 
@@ -158,11 +166,33 @@ def write(dists: list[metadata.Distribution], site: Path, base: tarfile.TarFile,
     return len(infos), progress.written
 
 
+def _compile(path: str) -> int:
+    try:
+        py_compile.compile(path, doraise=True)
+    except (py_compile.PyCompileError, OSError, ValueError):
+        return 0  # what cannot compile (a test file for another Python, say) stays source
+    return 1
+
+
+def compile_closure(dists: list[metadata.Distribution], site: Path) -> tuple[int, int]:
+    """Compile the bytecode of DISTS' modules, on every core: (compiled, modules)."""
+    sources = sorted(str(site / f) for d in dists for f in map(PurePosixPath, d.files or [])
+                     if f.suffix == ".py" and f.parts[0] != "..")
+    with ProcessPoolExecutor() as pool:
+        return sum(pool.map(_compile, sources, chunksize=64)), len(sources)
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     site = Path(sysconfig.get_paths()["purelib"])
+    if argv[0] == "--compile":
+        start = time.monotonic()
+        done, total = compile_closure(closure(requirement_names(argv[1:])), site)
+        print(f"    bytecode of a node's packages: {done} of {total} modules in {time.monotonic() - start:.0f}s",
+              file=sys.stderr)
+        return 0
     # pip too, as a venv made with it would have: the image's venv is made without it.
     dists = closure(requirement_names(argv) + [Requirement("pip")])
     start = time.monotonic()
