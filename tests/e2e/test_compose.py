@@ -11,7 +11,7 @@ NODES = {"master-node", "worker-node-1", "worker-node-2"}
 
 def test_every_service_becomes_healthy(compose_cluster):
     health = compose_cluster.healthy()
-    assert {"redis", "control", "restart-proxy", "prometheus", "api", *NODES} <= set(health)
+    assert {"redis", "control", "restart-proxy", "prometheus", "alertmanager", "api", *NODES} <= set(health)
     assert set(health.values()) == {"healthy"}, health
 
 
