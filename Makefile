@@ -193,9 +193,8 @@ test-e2e: venv ## Only the end-to-end tests against the Compose cluster.
 	@bash scripts/host-deps.sh test
 	@$(PY) scripts/test_tiers.py e2e
 
-test-gpu: venv ## The GPU tests (tests/gpu/: NCCL DDP one rank per GPU, GPU isolation, checkpoint and preempt under NCCL, MNIST on CUDA) on a local cluster; each skips with its reason without CUDA. For a GPU machine, never CI.
-	@bash scripts/host-deps.sh test
-	@$(PY) -m pytest tests/gpu -p no:cacheprovider -v -rs
+test-gpu: ## The GPU tests (tests/gpu/: NCCL DDP one rank per GPU, GPU isolation, checkpoint and preempt under NCCL, MNIST on CUDA) on a local cluster; each skips with its reason without CUDA. Uses .venv, else GPU_PYTHON with minihpc[node,api,test] installed (a GPU machine without network). Never in CI.
+	@bash scripts/test-gpu.sh
 
 docs: venv ## The documentation site (docs/, MkDocs Material) into build/site, strict: a broken link, anchor or page left out of the nav fails it. Open build/site/index.html.
 	@$(PY) -m mkdocs build --strict -d build/site

@@ -13,11 +13,11 @@ import sys
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device: the GPU suite needs one (python -m pytest tests/gpu on a GPU machine)",
-                allow_module_level=True)
+from tests.gpu.conftest import JOBS, PREPARE, TRAIN
 
-from tests.gpu.conftest import JOBS, PREPARE, TRAIN  # noqa: E402
+# Each test is collected and skipped (pytest then exits 0, where a module skipped whole exits 5).
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device: the GPU suite needs one (make test-gpu on a GPU machine)")
 
 WAIT = 240
 """Seconds a job may take: CUDA and NCCL start in a few seconds each, on a busy machine more."""
