@@ -14,7 +14,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from minihpc.cli.main import EXTRAS, main
+from minihpc.cli.main import main
+from minihpc.core.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

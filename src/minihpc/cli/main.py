@@ -16,25 +16,11 @@ from minihpc.cli import completion, daemons, jobs, nodes, ops, run, scontrol, to
 from minihpc.cli.parser import Parser
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
+from minihpc.core.extras import missing_extra
 from minihpc.state.connect import REDIS_ERRORS
 
 DAEMONS = ("master", "agent", "node", "restart-proxy", "api")
 """Commands that run for good and log at INFO."""
-
-EXTRAS = {
-    "torch": "node", "numpy": "node", "psutil": "node", "prometheus_client": "node", "yaml": "node",
-    "fastapi": "api", "starlette": "api", "uvicorn": "api", "anyio": "api", "multipart": "api",
-    "fastapi_offline": "api", "PIL": "report", "torchvision": "vision", "sklearn": "vision",
-}
-"""The extra (pyproject.toml's optional-dependencies) that brings each module ``pip install
-minihpc`` leaves out: a command that imports one says which to install, not a traceback."""
-
-
-def missing_extra(exc: BaseException) -> str | None:
-    """The extra whose absence raised EXC, or None when EXC is not a missing module of one."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return EXTRAS.get(exc.name.partition(".")[0])
-    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ from pathlib import Path
 import minihpc
 from minihpc.core.config import load_settings
 from minihpc.core.errors import MinihpcError
+from minihpc.core.extras import missing_extra
 from minihpc.validate import flags
 
 PROG = "minicluster"
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for a user
         if args.debug:
             raise
+        extra = missing_extra(exc)
+        if extra:
+            print(f"{who}: needs minihpc[{extra}] (pip install 'minihpc[{extra}]')", file=sys.stderr)
+            return 1
         print(f"{who}: unexpected error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
               file=sys.stderr)
         return 1
