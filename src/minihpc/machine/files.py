@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,3 +77,28 @@ def read_chunks(fd: int, size: int):
         if not chunk:
             return
         yield chunk
+
+
+def read_job_file(path: str | os.PathLike, limit: int) -> bytes | None:
+    """Up to ``limit + 1`` bytes of a file a job may have written or replaced (one more than a
+    caller takes, so that one too large is seen as such), or None unless it is a regular file.
+
+    Never blocks and never follows a link: a job that puts a FIFO, a device or a symlink where
+    the agent reads its progress or result gets None, not a frozen agent (O_NONBLOCK: opening
+    a FIFO with no writer returns at once) nor someone else's file (O_NOFOLLOW)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        parts, left = [], limit + 1
+        for chunk in read_chunks(fd, min(left, 1 << 16)):
+            parts.append(chunk[:left])
+            left -= len(parts[-1])
+            if left <= 0:
+                break
+        return b"".join(parts)
+    finally:
+        os.close(fd)

@@ -14,6 +14,7 @@ from minihpc.core import measurements
 from minihpc.core.launch_spec import LaunchSpec
 from minihpc.core.telemetry import MAX_BYTES, Checked, check_record
 from minihpc.job import progress
+from minihpc.machine import files
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -79,17 +80,9 @@ class Progress:
 
 
 def read_record(path: str) -> bytes | None:
-    """A progress file's bytes (one more than a record may have, so a huge one is seen as such)."""
-    try:
-        with open(path, "rb", opener=no_follow) as fh:
-            return fh.read(MAX_BYTES + 1)
-    except OSError:
-        return None
-
-
-def no_follow(path: str, flags: int) -> int:
-    """Open a file a job wrote without following a link it may have put there instead."""
-    return os.open(path, flags | os.O_NOFOLLOW)
+    """A progress file's bytes (one more than a record may have, so a huge one is seen as such);
+    None for anything but a regular file (a FIFO a job put there must not freeze the agent)."""
+    return files.read_job_file(path, MAX_BYTES)
 
 
 def unlink(path: str) -> None:

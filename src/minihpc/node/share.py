@@ -319,15 +319,19 @@ def _stop_reason(spec: LaunchSpec, store: Store, shutting_down: threading.Event)
     return Stop.JOB_ENDED if not current_or_unknown(store, spec) else None
 
 
+RESULT_MAX = 4096
+"""Bytes of a launcher's result file (a few small fields): more is not what the launcher wrote."""
+
+
 def _read_result(path: str, returncode: int, rank: int | None = None) -> NodeResult:
     """The launcher's own account of the first failing rank, else its return code (also when
     the file is not what the launcher writes: a job script may have written it), which is
     ``rank``'s own where the share ran that one rank without torchrun."""
+    raw = files.read_job_file(path, RESULT_MAX)
+    reports.unlink(path)
     try:
-        with open(path, opener=reports.no_follow) as fh:
-            data = json.load(fh)
-        os.unlink(path)
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None and len(raw) <= RESULT_MAX else None
+    except ValueError:
         data = None
     if isinstance(data, dict) and _typed(data):
         return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))

@@ -1,0 +1,49 @@
+"""Files a job may have written or replaced, read by the agent as root: never blocking, never
+following a link, never more than asked (minihpc.machine.files.read_job_file), as the agent
+reads a share's progress record and its launcher's result file."""
+
+import json
+import os
+
+import pytest
+
+from minihpc.machine import files
+from minihpc.node import reports
+from minihpc.node.share import RESULT_MAX, _read_result
+
+pytestmark = pytest.mark.timeout(10)  # a FIFO read that blocked would hang here, not fail
+
+
+def test_a_regular_file_is_read_up_to_one_byte_past_the_limit(tmp_path):
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"abc")
+    big.write_bytes(b"x" * 300_000)
+    assert files.read_job_file(small, 10) == b"abc"
+    assert len(files.read_job_file(big, 100_000)) == 100_001
+    assert files.read_job_file(tmp_path / "gone", 10) is None
+
+
+def test_a_fifo_a_symlink_or_a_folder_in_its_place_reads_as_nothing_at_once(tmp_path):
+    fifo = tmp_path / "progress"
+    os.mkfifo(fifo)  # no writer: a blocking open would wait for one for ever
+    secret = tmp_path / "secret"
+    secret.write_text("root's")
+    link = tmp_path / "result.json"
+    link.symlink_to(secret)
+    assert files.read_job_file(fifo, 100) is None
+    assert files.read_job_file(link, 100) is None
+    assert files.read_job_file(tmp_path, 100) is None
+    assert reports.read_record(str(fifo)) is None
+
+
+def test_a_result_file_replaced_by_a_fifo_or_too_large_gives_the_launchers_return_code(tmp_path):
+    path = tmp_path / "minihpc-1.json"
+    os.mkfifo(path)
+    result = _read_result(str(path), -9, rank=0)  # the launcher was killed; the job made a FIFO
+    assert (result.exit_code, result.signal, result.rank) == (137, "SIGKILL", 0)
+    assert not path.exists()  # removed, whatever it was
+    path.write_text(json.dumps({"exit_code": 3, "signal": None, "rank": 1, "pad": "x" * RESULT_MAX}))
+    assert _read_result(str(path), 0).exit_code == 0  # too large to be the launcher's: its return code
+    path.write_text(json.dumps({"exit_code": 3, "signal": None, "rank": 1}))
+    result = _read_result(str(path), 1)
+    assert (result.exit_code, result.rank) == (3, 1)  # the launcher's own account
