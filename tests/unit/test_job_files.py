@@ -47,3 +47,44 @@ def test_a_result_file_replaced_by_a_fifo_or_too_large_gives_the_launchers_retur
     path.write_text(json.dumps({"exit_code": 3, "signal": None, "rank": 1}))
     result = _read_result(str(path), 1)
     assert (result.exit_code, result.rank) == (3, 1)  # the launcher's own account
+
+
+def test_the_srun_socket_is_made_private_and_a_link_swapped_in_for_it_is_never_followed(tmp_path, monkeypatch):
+    """The job owns the folder of its srun socket: were the socket replaced by a link between
+    bind() and the agent's chown and chmod, root would change the link's target."""
+    import socket
+    import stat
+
+    from minihpc.core.launch_spec import LaunchSpec
+    from minihpc.node.identity import Identity
+    from minihpc.node.jobdir import JobDir
+    from minihpc.node.stepserver import StepServer
+
+    target = tmp_path / "root-file"
+    target.write_text("root's")
+    target.chmod(0o644)
+    before = os.stat(target)
+    real_bind = socket.socket.bind
+
+    def bind_then_swap(sock, path):  # the job wins the race the moment the socket exists
+        real_bind(sock, path)
+        os.unlink(path)
+        os.symlink(target, path)
+
+    monkeypatch.setattr(socket.socket, "bind", bind_then_swap)
+    spec = LaunchSpec(job_id=1, attempt=1, name="j", node="n", node_rank=0, nodes=["n"], master_addr="h",
+                      tasks_per_node=1, script="/s")
+    who = Identity("job", 4242, 4242, "/nonexistent") if os.geteuid() == 0 else None
+    server = StepServer(spec, None, JobDir(str(tmp_path)), who, 0.1)
+    server.sock.close()
+    after = os.stat(target)
+    assert (after.st_uid, after.st_gid, stat.S_IMODE(after.st_mode)) == \
+        (before.st_uid, before.st_gid, stat.S_IMODE(before.st_mode))
+    monkeypatch.setattr(socket.socket, "bind", real_bind)
+    (tmp_path / "honest").mkdir()
+    honest = StepServer(spec, None, JobDir(str(tmp_path / "honest")), who, 0.1)
+    mode = os.lstat(tmp_path / "honest" / "srun.sock")
+    assert stat.S_ISSOCK(mode.st_mode) and stat.S_IMODE(mode.st_mode) == 0o600
+    if who is not None:
+        assert (mode.st_uid, mode.st_gid) == (4242, 4242)
+    honest.sock.close()

@@ -49,10 +49,14 @@ class StepServer:
         self._lock = threading.Lock()
         self.closed = threading.Event()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The folder is the job's: between bind() and a chmod or chown by path, the job could
+        # swap the socket for a link to any file, which root would then change. So nothing
+        # here follows a link: the mode comes with the file (bind() gives it the socket's own,
+        # set through the fd), and the owner is changed with lchown.
+        os.fchmod(self.sock.fileno(), 0o600)
         self.sock.bind(jobdir.socket)
         if who is not None and os.geteuid() == 0:
-            os.chown(jobdir.socket, who.uid, who.gid)
-        os.chmod(jobdir.socket, 0o600)
+            os.chown(jobdir.socket, who.uid, who.gid, follow_symlinks=False)
         self.sock.listen(16)
         self.sock.settimeout(poll)
         self._thread = threading.Thread(target=self._accept, name=f"srun server job {spec.job_id}", daemon=True)
