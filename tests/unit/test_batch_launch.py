@@ -142,3 +142,13 @@ def test_srun_takes_slurms_option_syntax_and_names_signals_as_slurm_does():
     assert args.command == ["python", "t.py", "-K1"]  # the command's own arguments are its own
     assert TaskEnd(1, "n2", 137, "SIGKILL").describe() == "srun: error: n2: task 1: Killed"
     assert TaskEnd(0, "n1", 143, "SIGTERM").describe() == "srun: error: n1: task 0: Terminated"
+
+
+def test_a_step_of_millions_of_tasks_is_refused_before_any_task_id_is_made():
+    from minihpc.core.steps import MAX_TASKS_PER_NODE
+
+    with pytest.raises(UsageError, match=r"15000000 tasks on 3 nodes is 5000000 on a node; a step runs at most 512"):
+        layout(["a", "b", "c"], 1, ntasks=15_000_000)
+    assert layout(["a", "b"], 1, ntasks=2 * MAX_TASKS_PER_NODE).ntasks == 1024
+    with pytest.raises(UsageError, match="at most 512"):
+        layout(["a", "b"], 1, ntasks=2 * MAX_TASKS_PER_NODE + 1)

@@ -28,6 +28,11 @@ class Layout:
         return sum(len(t) for t in self.tasks)
 
 
+MAX_TASKS_PER_NODE = 512
+"""Most tasks one step may start on one node: Slurm's MaxTasksPerNode default. It bounds what
+``srun -n 15000000`` would make the agent build (every task id) before anything starts."""
+
+
 def layout(allocation: list[str], tasks_per_node: int, nodes: int | None = None, ntasks: int | None = None,
            per_node: int | None = None) -> Layout:
     """Where a step's tasks run: ``-N nodes`` (default: all the job's, fewer when ``-n`` asks
@@ -49,6 +54,10 @@ def layout(allocation: list[str], tasks_per_node: int, nodes: int | None = None,
     if ntasks < count:
         raise UsageError(f"cannot run {ntasks} task{'s' if ntasks != 1 else ''} on {count} nodes")
     base, extra = divmod(ntasks, count)
+    most = base + (1 if extra else 0)
+    if most > MAX_TASKS_PER_NODE:
+        raise UsageError(f"{ntasks} tasks on {count} node{'s' if count != 1 else ''} is {most} on a node; a step "
+                         f"runs at most {MAX_TASKS_PER_NODE} tasks per node (MaxTasksPerNode)")
     tasks, first = [], 0
     for i in range(count):
         n = base + (1 if i < extra else 0)
