@@ -251,3 +251,13 @@ def test_alertmanagers_notifications_arrive_only_with_the_alert_token_and_show_a
     assert api.call("POST", "/alerts", token, json=resolved).status_code == 202
     assert api.call("GET", "/alerts", user).json()["firing"] == []
     assert cluster.cli("alerts").stdout.startswith("firing: 0\n")
+
+
+def test_priority_high_is_an_admins_to_give(api, idle_cluster):
+    user = api.token("plain-user")
+    r = api.call("POST", "/jobs", user, json={"script": "print('hi')\n", "priority": "high", "begin": "now+1hour"})
+    assert r.status_code == 403 and r.json() == {"error": "priority high is for admins (the front of the queue is "
+                                                          "theirs to give); use normal or low"}
+    job_id = api.submit(api.admin, "print('hi')\n", priority="high", begin="now+1hour")
+    assert api.call("GET", f"/jobs/{job_id}", api.admin).json()["priority"] == "high"
+    api.call("POST", f"/jobs/{job_id}/cancel", api.admin)

@@ -163,7 +163,7 @@ def test_an_ended_job_is_not_updated(state):
 
 def test_changed_fields_are_the_stored_differences():
     before = job(limit=600.0)
-    after = apply_update(before, Update(1, TimeChange("=", None), Priority.HIGH), False, 3)
+    after = apply_update(before, Update(1, TimeChange("=", None), Priority.HIGH), True, 3)
     assert job_control.changed_fields(before, after) == {"time_limit": "", "priority": "high"}
     assert job_control.changed_fields(before, before) == {}
     assert job_control.changed_fields(before, job_control.hold(before, "ada")) == {
@@ -243,3 +243,13 @@ def test_job_lists_as_scontrol_takes_them():
     for bad in (["x"], ["0"], ["5,-1"], [","]):
         with pytest.raises(UsageError):
             parse_job_list(bad)
+
+
+def test_only_an_admin_gives_a_job_priority_high():
+    with pytest.raises(Forbidden, match="priority high is for admins"):
+        apply_update(job(), Update(1, priority=Priority.HIGH), False, 3)
+    assert apply_update(job(), Update(1, priority=Priority.LOW), False, 3).priority is Priority.LOW
+    with pytest.raises(Forbidden, match="priority high is for admins"):
+        job_control.check_priority(Priority.HIGH, admin=False)
+    job_control.check_priority(Priority.HIGH, admin=True)
+    job_control.check_priority(Priority.NORMAL, admin=False)

@@ -72,7 +72,7 @@ def submission(fields: dict, text: str, who: Principal, store) -> tuple[object, 
     header = options.parse_header(text)
     request = options.request(given, header, script=STDIN, text=text, args=args,
                               script_name=str(fields.get("script_name") or "script.py"))
-    request.user = who.user
+    request.user, request.admin = who.user, who.admin
     request.workdir = SPOOL_WORKDIR
     return submit(store, request), header.warnings
 

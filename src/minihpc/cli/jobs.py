@@ -77,7 +77,8 @@ def cmd_submit(args, settings: Settings) -> int:
     if args.tree is not None:
         request.tree, request.script_name = working_tree, args.script
     store = open_store(settings)
-    request.user = access.for_cli(store).user
+    who = access.for_cli(store)
+    request.user, request.admin = who.user, who.admin
     if args.test_only:
         print(test_only(store, request), file=sys.stderr)
         return 0

@@ -60,7 +60,8 @@ def cmd_run(args, settings: Settings) -> int:
     request = options.request(args, header, script=STDIN, text=run_script(command, srun_options(args)), args=[], script_name="run",
                               env=dict(os.environ))
     store = open_store(settings)
-    request.user = access.for_cli(store).user
+    who = access.for_cli(store)
+    request.user, request.admin = who.user, who.admin
     request.stdin = True
     job = submit(store, request)
     print(f"srun: job {job.id} queued and waiting for resources", file=sys.stderr)

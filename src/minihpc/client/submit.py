@@ -12,7 +12,7 @@ from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
-from minihpc.core.job_control import HELD_REASON
+from minihpc.core.job_control import HELD_REASON, check_priority
 from minihpc.core.parsing import compress_hostlist
 from minihpc.core.scheduler import plan
 from minihpc.core.models import Job, NodeStatus, Priority
@@ -35,6 +35,7 @@ class Request:
     dependency: list[str] = field(default_factory=list)  # core.dependency's stored form
     workdir: str = ""
     user: str = ""
+    admin: bool = False  # whether user is an admin (who may ask for priority high)
     text: str | None = None  # the script as already read; spooled exactly as parsed
     script_name: str | None = None  # for a script read from stdin ("-"): its file name
     launch: str = "torchrun"  # or "batch" (core.batch.launch_mode)
@@ -212,6 +213,7 @@ def checked(store: Store, request: Request, text: str, name: str) -> tuple[dict[
     """Every check a submit makes before it records anything (UsageError, one line, for the
     first that fails); the cluster record and the nodes they read."""
     check_script(text, name)
+    check_priority(request.priority, request.admin)
     cluster, nodes = store.cluster_info(), store.node_statuses()
     validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
     check_placement(request, cluster, nodes)

@@ -138,6 +138,15 @@ def _update_value(name: str, op: str, value: str, word: str):
     return TimeChange(op, seconds)
 
 
+def check_priority(priority: Priority, admin: bool) -> None:
+    """Forbidden for a user who is not an admin asking ``high``: the front of the queue is the
+    operators' to give, as in Slurm, where a user may lower a job's priority but only an
+    operator may raise it; otherwise any user's flood of high jobs would pass everyone else's."""
+    if priority is Priority.HIGH and not admin:
+        raise Forbidden("priority high is for admins (the front of the queue is theirs to give); "
+                        "use normal or low")
+
+
 def apply_update(job: Job, update: Update, admin: bool, capacity: int) -> Job:
     """The job as ``update`` leaves it; Conflict for a change its state does not allow,
     Forbidden for a running job's time limit raised by a non-admin, UsageError for a node
@@ -152,6 +161,7 @@ def apply_update(job: Job, update: Update, admin: bool, capacity: int) -> Job:
                             f"admin may raise it (to {format_duration(limit)})")
         changed = dataclasses.replace(changed, time_limit=limit)
     if update.priority is not None:
+        check_priority(update.priority, admin)
         _must_be_pending(job, "given another Priority")
         changed = dataclasses.replace(changed, priority=update.priority)
     if update.nodes is not None:
