@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials
 
 from minihpc.api.auth import bearer, principal
+from minihpc.client import alerts as client_alerts
 from minihpc.client.access import Principal
 from minihpc.core import alerts
 from minihpc.core.errors import ClusterUnavailable, Unauthorized, UsageError
@@ -26,8 +27,6 @@ router = APIRouter(tags=["alerts"])
 TOKEN_ENV = "MINIHPC_ALERT_TOKEN"
 BODY_MAX = 1 << 20
 """Bytes one notification may have."""
-READ_MAX = 500
-"""Incidents looked through for alerts."""
 
 
 def _check_token(credentials: HTTPAuthorizationCredentials | None) -> None:
@@ -58,7 +57,6 @@ async def receive(request: Request, credentials: HTTPAuthorizationCredentials | 
 
 
 @router.get("/alerts")
-def recent(request: Request, limit: int = Query(50, ge=1, le=READ_MAX), who: Principal = Depends(principal)):
+def recent(request: Request, limit: int = Query(50, ge=1, le=client_alerts.READ), who: Principal = Depends(principal)):
     """The newest alert notifications, and the alerts still firing."""
-    records = [i for i in request.app.state.store.incidents(READ_MAX) if i.get("kind") == alerts.KIND]
-    return {"alerts": records[:limit], "firing": alerts.firing(records)}
+    return client_alerts.recent(request.app.state.store, limit)

@@ -18,10 +18,11 @@ from minihpc.cli.display import (
     timestamp,
 )
 from minihpc.client import access
+from minihpc.client import alerts as client_alerts
 from minihpc.client import jobs as client_jobs
 from minihpc.client import nodes as client_nodes
 from minihpc.client.session import open_store
-from minihpc.core import alerts, node_formats, training
+from minihpc.core import node_formats, training
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus, node_state_changes
 from minihpc.core.node_formats import reasons
@@ -182,21 +183,16 @@ def cmd_incidents(args, settings: Settings) -> int:
 def cmd_alerts(args, settings: Settings) -> int:
     """What Alertmanager sent (minihpc.core.alerts): the alerts still firing, then the newest
     notifications, newest last."""
-    records = [i for i in open_store(settings).incidents(ALERTS_READ) if i.get("kind") == alerts.KIND]
-    firing = alerts.firing(records)
+    seen = client_alerts.recent(open_store(settings), args.limit)
     if args.json:
-        print_json({"alerts": records[:args.limit], "firing": firing})
+        print_json(seen)
         return 0
-    print(f"firing: {len(firing)}" + "".join(f"\n  {a['alertname']}  {a.get('severity') or '-'}  "
-                                             f"{a.get('node') or '-'}  {a.get('summary') or ''}".rstrip()
-                                             for a in firing))
-    for item in reversed(records[:args.limit]):
+    print(f"firing: {len(seen['firing'])}" + "".join(f"\n  {a['alertname']}  {a.get('severity') or '-'}  "
+                                                     f"{a.get('node') or '-'}  {a.get('summary') or ''}".rstrip()
+                                                     for a in seen["firing"]))
+    for item in reversed(seen["alerts"]):
         print(incident_line(item))
     return 0
-
-
-ALERTS_READ = 500
-"""Incidents looked through for alerts."""
 
 
 def monitor_frame(store: Store, now: float) -> str:
