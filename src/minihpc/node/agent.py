@@ -207,7 +207,6 @@ class NodeAgent:
             self.addr,
             cpus=cpus,
             memory_bytes=hardware.memory_bytes(),
-            gpus=len(devices),
             gpu_devices=devices,
             ttl=self.settings.node_timeout,
             metrics=metrics,

@@ -85,10 +85,11 @@ class StepRunner:
             cwd = "/tmp"
         io = message.get("io") if isinstance(message.get("io"), dict) else {}
         started = []
-        per_task = message.get("gpus_per_task") or self.spec.gpus_per_task  # srun --gpus-per-task, else sbatch's
-        per_task = per_task if isinstance(per_task, int) and per_task > 0 else 0
+        # This node's GPUs, not those of srun's node; srun --gpus-per-task, else sbatch's
+        # (the step server took only a whole number).
+        gpu_env = gpus.job_env(self.spec.gpus, message.get("gpus_per_task") or self.spec.gpus_per_task)
         for procid in lay.tasks[index]:
-            env = self._env(message.get("env") or {}, lay, step, index, procid, per_task)
+            env = self._env(message.get("env") or {}, lay, step, index, procid, gpu_env)
             task = self._spawn(step, procid, [str(a) for a in message["argv"]], env, cwd, io)
             if task is not None:
                 started.append(task)
@@ -133,11 +134,12 @@ class StepRunner:
                 thread.start()
         return Task(procid, proc, pumps, budget, stdin)
 
-    def _env(self, given: dict, lay: Layout, step: int, index: int, procid: int, per_task: int) -> dict[str, str]:
+    def _env(self, given: dict, lay: Layout, step: int, index: int, procid: int,
+             gpu_env: dict[str, str]) -> dict[str, str]:
         env = {str(k): str(v) for k, v in given.items() if k not in DAEMON_ONLY_ENV}
         env.update(task_env(lay, step, index, procid))
-        env.update(gpus.job_env(self.spec.gpus, per_task))  # this node's GPUs, not those of srun's node
-        env.update(gpus.task_env(env, lay.tasks[index].index(procid)))
+        env.update(gpu_env)
+        env.update(gpus.task_env(env, int(env["SLURM_LOCALID"])))
         env["MINIHPC_NODE"] = self.spec.node
         first_bin = env.get(JOB_BIN)
         if first_bin and first_bin != self.job_bin:  # this node's own srun/scontrol, not the first node's
