@@ -73,7 +73,7 @@ def main() -> int:
         print(f"compute ({args.matrix}x{args.matrix} float32 matmul):")
         print(f"{'rank':>4}  {'node':<16} {'threads':>7} {'GFLOP/s':>9}")
         for r, info in enumerate(everyone):
-            print(f"{r:>4}  {info['node']:<16} {info['threads']:>7} {info['gflops']:>9.1f}")
+            print(f"{r:>4}  {info['node']:<16} {info['threads']:>7} {info['gflops']:>9.{1 if info['gflops'] >= 1 else 3}f}")
         print(f"\nall-reduce over gloo, {world} ranks:")
         print(f"{'bytes':>10} {'time (ms)':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
         for size, seconds, algbw, busbw in rows:

@@ -15,9 +15,10 @@ from minihpc.job import checkpoint
 pytestmark = pytest.mark.integration
 
 
-def _writer(directory: str, done_file: str) -> None:
+def _writer(directory: str, done_file: str, ready_file: str) -> None:
     import torch
 
+    open(ready_file, "w").close()  # started: the kill's random moment counts from here
     step = max(checkpoint.steps(directory), default=0)
     while True:
         step += 1
@@ -32,17 +33,25 @@ def test_killing_the_writer_during_saves_never_breaks_the_latest_checkpoint(tmp_
     # unlike a fork of this process, whose torch thread pools other tests may have started.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "minihpc.job.checkpoint", __name__])
-    directory, done_file = str(tmp_path / "ckpt"), str(tmp_path / "done")
+    directory, done_file, ready_file = (str(tmp_path / name) for name in ("ckpt", "done", "ready"))
     rng = random.Random(7)
     loaded_steps, kills = [], 0
+    # A writer's start is not timed (a fork from the server took 0.25 s once the server had
+    # pytest loaded), so each kill comes at a random moment after the writer says it started.
     # On a loaded machine a kill often comes before the first save finishes; kill on until 40
     # kills have found a checkpoint, so the check never passes on a handful of loads.
     while kills < 50 or len(loaded_steps) < 40:
         assert kills < 200, f"only {len(loaded_steps)} of {kills} kills found a checkpoint"
         kills += 1
-        proc = ctx.Process(target=_writer, args=(directory, done_file))
+        if os.path.exists(ready_file):
+            os.unlink(ready_file)
+        proc = ctx.Process(target=_writer, args=(directory, done_file, ready_file))
         proc.start()
-        time.sleep(rng.uniform(0.02, 0.25))
+        deadline = time.monotonic() + 60
+        while not os.path.exists(ready_file) and proc.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert os.path.exists(ready_file), f"the writer did not start (exit code {proc.exitcode})"
+        time.sleep(rng.uniform(0.0, 0.2))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         found = checkpoint.load_latest(directory)
