@@ -137,11 +137,14 @@ spaces, last."""
 def long_rows(nodes: list[NodeStatus]) -> list[list[str]]:
     """``nodes --long``'s rows, ``-`` for what is not known (never measured, no limit, no GPU)."""
     def shown(value: float | None, spec: str) -> str:
-        # A slow node's figure keeps its digits (0.04, never 0.0): a rate shown as 0 reads as broken.
-        return "-" if value is None else format(value, spec if value >= 1 else ".3f")
+        return "-" if value is None else format(value, spec)
+
+    def rate(value: float | None, spec: str) -> str:
+        # A slow node's figure keeps its digits (0.043, never 0.0): a rate shown as 0 reads as broken.
+        return shown(value, spec if value is None or value >= 1 else ".3f")
 
     return [[n.name, n.state.value, str(n.cpus), shown(n.cpu_limit, "g"), human_bytes(n.memory_bytes), str(n.gpus),
-             shown(n.gflops, ".1f"), shown(n.allreduce_gbps, ".2f"), n.cpu_model or "-", n.gpu_model or "-"]
+             rate(n.gflops, ".1f"), rate(n.allreduce_gbps, ".2f"), n.cpu_model or "-", n.gpu_model or "-"]
             for n in nodes]
 
 
