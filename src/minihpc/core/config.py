@@ -54,8 +54,13 @@ largest registered node. The master publishes it in the cluster record, so every
 API) refuses the same submissions."""
 
 JOB_USER = ""
-"""The user a node's ranks run as (MINIHPC_JOB_USER; ``job`` in the image, whose agent runs as
-root for that alone). Empty: the agent's own user (local mode on a user's own account)."""
+"""The user a node's ranks run as (MINIHPC_JOB_USER): ``%u``, each job as its own user
+(core.tenants; the default in the Compose cluster and on Ansible hosts, whose agents run as
+root for that alone), or one fixed account for every job. Empty: the agent's own user (local
+mode on a user's own account)."""
+
+SERVICE_USER = "minihpc"
+"""The daemons' account (MINIHPC_SERVICE_USER): never a job's user (core.tenants)."""
 
 JOB_LOG_MAX = 100 * 1024 * 1024
 """Bytes of a job's output kept in its log on each node (MINIHPC_JOB_LOG_MAX), so a job that
@@ -127,6 +132,7 @@ class Settings:
     restart_backoff_max: float = RESTART_BACKOFF_MAX
     max_tasks_per_node: int = MAX_TASKS_PER_NODE
     job_user: str = JOB_USER
+    service_user: str = SERVICE_USER
     job_log_max: int = JOB_LOG_MAX
     keep_ended_jobs: int = KEEP_ENDED_JOBS
     keep_ended_days: float = KEEP_ENDED_DAYS
@@ -219,7 +225,7 @@ _COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job
 """Whole-number settings, with their least value."""
 
 
-_TEXTS = {"redis_url", "job_user", "partitions", "default_partition", "node_features", "node_gpu_devices"}
+_TEXTS = {"redis_url", "job_user", "service_user", "partitions", "default_partition", "node_features", "node_gpu_devices"}
 """Settings kept as text."""
 
 

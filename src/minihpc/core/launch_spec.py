@@ -54,6 +54,7 @@ class LaunchSpec:
     array_spec: str = ""
     gpus: list[int] = field(default_factory=list)  # the node's GPU ordinals the job holds (core.gpus)
     gpus_per_task: int = 0  # --gpus-per-task: each task sees only its own slice of them
+    uid: int | None = None  # the uid the cluster gave ``user`` (core.tenants), for MINIHPC_JOB_USER=%u
 
     @property
     def nnodes(self) -> int:

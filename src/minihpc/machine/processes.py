@@ -72,3 +72,18 @@ def _children(proc: psutil.Process) -> list[psutil.Process]:
         return proc.children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make the processes that descendants of this one detach (a double fork, setsid) its
+    children rather than init's, so they stay in its tree, to be found and ended (prctl
+    PR_SET_CHILD_SUBREAPER). False where the kernel does not offer it."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -17,8 +17,10 @@ LAUNCH_FAILURE_TTL = 86400
 """Seconds rq keeps a failed launch task (for an operator to read)."""
 
 
-def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]) -> list[LaunchSpec]:
-    """The per-node launch tasks of a job that has just been given ``job.nodes``."""
+def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str],
+                 uid: int | None = None) -> list[LaunchSpec]:
+    """The per-node launch tasks of a job that has just been given ``job.nodes``; ``uid``:
+    the one the cluster gave the job's user (core.tenants)."""
     log_dir = os.path.join(cluster["log_dir"], f"job-{job.id}")
     checkpoint_dir = os.path.join(cluster["checkpoint_dir"], f"job-{job.id}")
     master_addr = nodes[job.nodes[0]].addr
@@ -57,6 +59,7 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             array_spec=job.array_spec,
             gpus=gpus.allocate(nodes[name].gpu_devices, job.gpus),
             gpus_per_task=job.gpus_per_task,
+            uid=uid,
         )
         for rank, name in enumerate(job.nodes)
     ]
@@ -66,7 +69,9 @@ def dispatcher(store, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
     """``dispatch(pipe, job)`` for ``Store.start``: queue every node's launch task on ``pipe``."""
 
     def dispatch(pipe, job: Job) -> None:
-        for spec in launch_specs(job, nodes, cluster):
+        # Asked outside the transaction (the pipe only queues): the same answer on a retry.
+        uid = store.user_uid(job.user) if job.user else None
+        for spec in launch_specs(job, nodes, cluster, uid):
             node_queue(store, spec.node).enqueue_call(
                 LAUNCH_TASK,
                 kwargs=spec.to_payload(),

@@ -18,11 +18,12 @@ import warnings
 import redis
 from rq import Queue, SimpleWorker
 
-from minihpc.core import gpus, measurements
+from minihpc.core import gpus, measurements, tenants
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import NodeStatus
 from minihpc.machine import hardware
+from minihpc.machine.processes import become_subreaper
 from minihpc.machine.resources import gpu_count
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
@@ -190,6 +191,15 @@ class NodeAgent:
         who = identity.resolve(self.settings.job_user)  # a user it cannot become fails here, not per job
         if who is not None:
             log.info("node %s: jobs run as %s (uid %s)", self.name, who.user, who.uid)
+        elif self.settings.job_user == tenants.OWNER:
+            log.info("node %s: each job runs as its own user (MINIHPC_JOB_USER=%s)", self.name, tenants.OWNER)
+        else:
+            log.info("node %s: jobs run as the agent's own user, uid %s (MINIHPC_JOB_USER is empty)",
+                     self.name, os.getuid())
+        # Jobs of another user: whatever they detach is re-parented here, not to init, so
+        # node.sweep finds and ends it (and reaps it) when the share ends.
+        if self.settings.job_user and not become_subreaper():
+            log.warning("node %s: not a child subreaper: a process a job detaches may outlive it", self.name)
         queue = self.queue()
         stale = self.store.release_node(self.name)
         if stale is not None:

@@ -6,16 +6,20 @@ job's launcher as ``MINIHPC_JOB_USER`` (``job`` in the image). Ranks then hold n
 capability, cannot read ``/proc/<daemon>/environ`` (root's, 0400), cannot signal or ptrace
 the daemons (another uid), and cannot write the spool or the daemons' files. Without a job user
 (local mode on a user's own account) ranks run as the agent's user, as a program the user
-started would.
+started would. With ``MINIHPC_JOB_USER=%u`` each job runs as its own user's account
+(core.tenants): the default in the image and on Ansible hosts.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import stat
 from dataclasses import dataclass
 
+from minihpc.core import tenants
 from minihpc.core.errors import UsageError
+
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,11 @@ def resolve(job_user: str, agent_uid: int | None = None) -> Identity | None:
     if not job_user:
         return None
     agent_uid = os.geteuid() if agent_uid is None else agent_uid
+    if job_user == tenants.OWNER:
+        if agent_uid != 0:
+            raise UsageError(f"MINIHPC_JOB_USER={job_user} runs each job as its owner, which needs the node "
+                             f"agent to run as root (it runs as uid {agent_uid})")
+        return None
     try:
         entry = pwd.getpwnam(job_user) if not job_user.isdigit() else pwd.getpwuid(int(job_user))
     except KeyError:
@@ -50,34 +59,95 @@ def resolve(job_user: str, agent_uid: int | None = None) -> Identity | None:
     return Identity(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
-def give(path: str, identity: Identity | None) -> None:
-    """Hand a directory the agent made for a job (its checkpoints) to the job's user."""
-    if identity is not None and os.geteuid() == 0:
-        os.chown(path, identity.uid, identity.gid)
+def for_job(job_user: str, user: str, allocated_uid: int | None, service_user: str = "minihpc") -> Identity | None:
+    """Who one job's ranks run as: the fixed job user (or the agent's own, None), or with
+    ``%u`` the job's owner (core.tenants.choose: the node's ordinary account of that name,
+    else the uid the cluster gave the user; never ``service_user``'s)."""
+    if job_user != tenants.OWNER:
+        return resolve(job_user)
+    resolve(job_user)  # the agent must be root
+    try:
+        entry = pwd.getpwnam(user)
+        host = (entry.pw_uid, entry.pw_gid, entry.pw_dir)
+    except KeyError:
+        host = None
+    account = tenants.choose(user, host, allocated_uid, _service_uids(service_user))
+    return Identity(account.user, account.uid, account.gid, account.home)
 
 
-def like_parent(path: str) -> None:
+def _service_uids(service_user: str) -> set[int]:
+    uids = {0, os.getuid(), os.geteuid()}
+    try:
+        uids.add(pwd.getpwnam(service_user).pw_uid)
+    except KeyError:
+        pass
+    return uids
+
+
+def make_home(identity: Identity | None) -> None:
+    """The job user's home, made 0700 for it when the cluster gave it its uid (a node's own
+    accounts have theirs): under a root-owned directory, so no job can plant anything there."""
+    if identity is None or os.geteuid() != 0 or os.path.dirname(identity.home) != tenants.HOME_ROOT:
+        return
+    os.makedirs(tenants.HOME_ROOT, mode=0o711, exist_ok=True)
+    root = os.lstat(tenants.HOME_ROOT)
+    if not stat.S_ISDIR(root.st_mode) or root.st_uid != 0:
+        raise UsageError(f"{tenants.HOME_ROOT} is not a directory of root's; no job home is made there")
+    try:
+        os.mkdir(identity.home, 0o700)
+    except FileExistsError:
+        pass
+    give(identity.home, identity)
+
+
+def give(path: str, identity: Identity | None, mode: int = 0o700, gid: int | None = None) -> None:
+    """Hand a directory the agent made for a job (its checkpoints, its home) to the job's user,
+    private to it (``mode``; ``gid``: another group than the user's, which ``mode`` may let
+    in). Through a descriptor opened without following a symlink, so a link a job planted at
+    the path hands nothing else over."""
+    if identity is None or os.geteuid() != 0:
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, identity.uid, identity.gid if gid is None else gid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def parent_group(path: str) -> int:
+    """The group of ``path``'s parent: the daemons' on the shared volumes."""
+    return os.stat(os.path.dirname(os.path.abspath(path))).st_gid
+
+
+def open_log(path: str):
+    """The agent's log of a job on this node, for appending: 0640, owned like its folder (the
+    daemons' user, so the API reads it) and no one else's to read; never through a symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    try:
+        if os.geteuid() == 0:
+            folder = os.stat(os.path.dirname(os.path.abspath(path)))
+            os.fchown(fd, folder.st_uid, folder.st_gid)
+            os.fchmod(fd, 0o640)
+        return os.fdopen(fd, "ab", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def like_parent(path: str, mode: int | None = None) -> None:
     """Give a directory the agent made the owner of its parent (a job's log folder stays the
-    cluster user's, so the API, which runs as that user, can delete it with the job)."""
+    cluster user's, so the API, which runs as that user, can delete it with the job), and
+    ``mode`` if given."""
     if os.geteuid() != 0:
         return
     parent = os.stat(os.path.dirname(os.path.abspath(path)))
-    mine = os.stat(path)
-    if (mine.st_uid, mine.st_gid) != (parent.st_uid, parent.st_gid):
-        os.chown(path, parent.st_uid, parent.st_gid)
-
-
-def leftovers(identity: Identity | None) -> list:
-    """Processes of the job user still alive on this node (psutil.Process). A node runs one job
-    at a time, so once its share has ended, any is one a job left behind on purpose: double
-    forked and detached from its session, out of the launcher's process tree."""
-    import psutil
-
-    if identity is None:
-        return []
-    found = []
-    for proc in psutil.process_iter(["uids"]):
-        uids = proc.info.get("uids")
-        if uids is not None and identity.uid in (uids.real, uids.effective):
-            found.append(proc)
-    return found
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        mine = os.fstat(fd)
+        if (mine.st_uid, mine.st_gid) != (parent.st_uid, parent.st_gid):
+            os.fchown(fd, parent.st_uid, parent.st_gid)
+        if mode is not None:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)

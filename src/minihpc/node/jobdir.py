@@ -55,7 +55,7 @@ def create(job_id: int, attempt: int, who: identity.Identity | None, local: bool
         with open(path, "w") as fh:
             fh.write(f'#!/bin/sh\nexec {python} -m {module} "$@"\n')
         os.chmod(path, 0o755)
-    for path in (jobdir.path, jobdir.bin):
-        identity.give(path, who)
+    identity.give(jobdir.path, who)
+    identity.give(jobdir.bin, who, 0o755)
     os.chmod(jobdir.path, 0o700)
     return jobdir

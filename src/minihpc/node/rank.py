@@ -40,18 +40,12 @@ def flush_output() -> None:
             pass
 
 
-_PR_SET_CHILD_SUBREAPER = 36
-
-
 def _become_subreaper() -> bool:
-    """Make processes the script detaches (a double fork, setsid) this rank's children rather
+    """Processes the script detaches (a double fork, setsid) become this rank's children rather
     than init's, so that they can be found, and ended with the rank, as Slurm ends a task's."""
-    try:
-        import ctypes
+    from minihpc.machine.processes import become_subreaper
 
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    return become_subreaper()
 
 
 def _has_children() -> bool:

@@ -26,8 +26,8 @@ from minihpc.core.warm import cold_reason, runs_direct
 from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
-from minihpc.machine.processes import process_tree, teardown, terminate
-from minihpc.node import batch, identity, job_output, job_signals, joblog, reports
+from minihpc.machine.processes import process_tree, teardown
+from minihpc.node import batch, identity, job_output, job_signals, joblog, reports, sweep
 from minihpc.node.warm import Unavailable, WarmLauncher, WarmProcess
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
@@ -148,8 +148,9 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
     """torchrun for this node's ranks, watched until they end or must be torn down."""
     with _failing(f"cannot write the job log {spec.log_path}"):
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
-        identity.like_parent(os.path.dirname(spec.log_path))
-        out = open(spec.log_path, "ab", buffering=0)  # noqa: SIM115 - closed below, whatever happens
+        # The daemons' folder: jobs may pass through to their output/, never list or read it.
+        identity.like_parent(os.path.dirname(spec.log_path), 0o711)
+        out = identity.open_log(spec.log_path)  # closed below, whatever happens
     try:
         with _failing(f"cannot write the job log {spec.log_path}"):
             out.write(
@@ -162,11 +163,16 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
         changed = script_changed(spec, files.sha256(spec.script))
         if changed:  # not what was submitted: it must not run (the job fails with why)
             raise ShareFailed(changed)
-        who = identity.resolve(settings.job_user)
+        who = identity.for_job(settings.job_user, spec.user, spec.uid, settings.service_user)
+        with _failing(f"cannot make the home of {who.user if who else ''}"):
+            identity.make_home(who)
         if spec.output or spec.error:
             with _failing("cannot create the job's output directory"):
-                os.makedirs(job_output.output_dir(spec.log_path), exist_ok=True)
-                identity.give(job_output.output_dir(spec.log_path), who)
+                where = job_output.output_dir(spec.log_path)
+                os.makedirs(where, exist_ok=True)
+                # The user's, and the daemons' group's to read and clean up (setgid: its files
+                # get that group); no other user's.
+                identity.give(where, who, 0o2770, identity.parent_group(where))
         if spec.checkpoint_dir:
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
@@ -178,6 +184,8 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
             problems = f"; {left} process(es) the job left running were killed" if left else ""
         else:
             result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who, warm)
+        if who is not None:
+            sweep.clean_temp(who.uid)  # after the result file is read: the job's, in /tmp
         joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
                    f"{' (' + stopped.value + ')' if stopped else ''}{problems} ===\n")
@@ -196,6 +204,8 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     os.unlink(result_file)
     forwarder = reports.Progress(store, spec, result_file.replace(".json", ".progress"))
     env = job_env(spec, port, dict(os.environ))
+    if who is not None:  # the job user's own home and name, not the agent's
+        env.update(HOME=who.home, USER=who.user, LOGNAME=who.user)
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = forwarder.path
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
@@ -267,15 +277,15 @@ def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: ide
 
 def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> int:
     """Nothing of a job outlives its share: processes of the job user that left the launcher's
-    tree (a double-forked daemon, which may hold the job's output open) are torn down too.
-    How many there were, for the job's log."""
-    left = identity.leftovers(who)
-    if not left:
+    tree (a double-forked daemon, which may hold the job's output open; one that ignores SIGTERM
+    and re-forks) are ended too (node.sweep). How many there were, for the job's log."""
+    if who is None:
         return 0
-    log.warning("job %s attempt %s: %d process(es) left behind on %s; killing them",
-                spec.job_id, spec.attempt, len(left), spec.node)
-    terminate(left, kill_wait)
-    return len(left)
+    left = sweep.end(who.uid, kill_wait)
+    if left:
+        log.warning("job %s attempt %s: %d process(es) left behind on %s were killed",
+                    spec.job_id, spec.attempt, left, spec.node)
+    return left
 
 
 def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Settings,

@@ -99,6 +99,12 @@ MASTER_ALIVE = "minihpc:master:alive"
 TOKENS = "minihpc:tokens"
 """Hash: sha256 of an API token -> JSON {user, admin, created_at}. Tokens are never stored."""
 
+USER_UIDS = "minihpc:users:uids"
+"""Hash: user -> the uid the cluster gave it (core.tenants), for jobs run as their owners."""
+
+USER_UID_SEQ = "minihpc:users:uid_seq"
+"""How many users have been given a uid (the next one is core.tenants.allocated(seq + 1))."""
+
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
 

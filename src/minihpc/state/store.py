@@ -7,7 +7,8 @@ read or change. Each concern lives in its own module; this class only joins them
 - :mod:`~minihpc.state.telemetry` -- progress reports, counters and histograms;
 - :mod:`~minihpc.state.events` -- the master's wake-ups, the incident log, the live channel;
 - :mod:`~minihpc.state.tokens` -- who each API token names (hashed);
-- :mod:`~minihpc.state.steps` -- a batch job's srun steps: messages to its nodes, task ends.
+- :mod:`~minihpc.state.steps` -- a batch job's srun steps: messages to its nodes, task ends;
+- :mod:`~minihpc.state.users` -- each user's cluster uid, for jobs run as their owners.
 
 Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
 :func:`minihpc.state.connect.text`.
@@ -24,9 +25,10 @@ from minihpc.state.nodes import NodeRegistry
 from minihpc.state.steps import Steps
 from minihpc.state.telemetry import Telemetry
 from minihpc.state.tokens import Tokens
+from minihpc.state.users import Users
 
 
-class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps):
+class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users):
     def __init__(self, client: redis.Redis):
         self.r = client
         self._register_scripts()

@@ -1,0 +1,38 @@
+"""Whose uid a job runs as when each job runs as its own user (core.tenants, issue 33)."""
+
+import pytest
+
+from minihpc.core import tenants
+from minihpc.core.errors import UsageError
+
+SERVICE = {0, 10001}
+
+
+def test_a_user_with_an_ordinary_account_on_the_node_runs_as_it():
+    account = tenants.choose("alice", (1001, 1001, "/home/alice"), 200_000, SERVICE)
+    assert (account.uid, account.gid, account.home, account.allocated) == (1001, 1001, "/home/alice", False)
+
+
+@pytest.mark.parametrize("host", [(0, 0, "/root"), (1, 1, "/usr/sbin"), (999, 999, "/var/lib/x"),
+                                  (10001, 10001, "/var/lib/minihpc"), (1005, 0, "/home/x")],
+                         ids=["root", "daemon", "system", "service", "root-group"])
+def test_root_system_and_service_accounts_are_never_a_jobs_user(host):
+    account = tenants.choose("root", host, 200_003, SERVICE)
+    assert (account.uid, account.gid, account.allocated) == (200_003, 200_003, True)
+    assert account.home == f"{tenants.HOME_ROOT}/200003"
+
+
+def test_a_user_without_an_account_runs_as_the_uid_the_cluster_gave_it():
+    assert tenants.choose("bob", None, 200_001, SERVICE).uid == 200_001
+
+
+@pytest.mark.parametrize("given", [None, 0, 10002, 199_999])
+def test_without_a_cluster_uid_a_user_without_an_account_is_one_clear_line(given):
+    with pytest.raises(UsageError, match=r"^the job's user 'bob' has no ordinary account on this node"):
+        tenants.choose("bob", None, given, SERVICE)
+
+
+def test_cluster_uids_count_up_from_the_base():
+    assert [tenants.allocated(n) for n in (1, 2, 3)] == [200_000, 200_001, 200_002]
+    with pytest.raises(ValueError):
+        tenants.allocated(0)
