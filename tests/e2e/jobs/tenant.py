@@ -1,0 +1,42 @@
+"""Two users on one cluster (issue 33). ``tenant.py keep SECONDS``: the victim writes a
+checkpoint file, stays RUNNING for SECONDS, and checks the file is still its own.
+``tenant.py attack JOB``: the attacker tries job JOB's checkpoint folder, then leaves a process
+behind that ignores SIGTERM and re-forks every 0.2 s (the test checks none of it survives)."""
+import os
+import signal
+import sys
+import time
+
+print(f"tenant uid {os.getuid()} gid {os.getgid()} groups {os.getgroups()} home {os.environ.get('HOME')}",
+      flush=True)
+mine = os.environ["MINIHPC_CHECKPOINT_DIR"]
+print(f"checkpoint dir mode {oct(os.stat(mine).st_mode & 0o7777)} uid {os.stat(mine).st_uid}", flush=True)
+
+if sys.argv[1] == "keep":
+    secret = f"alice's weights {os.getpid()}"
+    own = os.path.join(mine, f"ckpt-{os.environ['RANK']}.txt")  # one per rank: the folder is shared
+    with open(own, "w") as fh:
+        fh.write(secret)
+    time.sleep(float(sys.argv[2]))
+    with open(own) as fh:
+        print("KEPT" if fh.read() == secret else "CHANGED", flush=True)
+    sys.exit(0)
+
+theirs = os.path.join(os.path.dirname(mine), f"job-{sys.argv[2]}")
+for what, attempt in (("list", lambda: os.listdir(theirs)),
+                      ("read", lambda: open(os.path.join(theirs, "ckpt-0.txt")).read()),
+                      ("write", lambda: open(os.path.join(theirs, "ckpt-0.txt"), "w").write("bob was here"))):
+    try:
+        attempt()
+        print(f"ATTACK {what} their checkpoint: SUCCEEDED", flush=True)
+    except OSError as exc:
+        print(f"ATTACK {what} their checkpoint: refused ({type(exc).__name__})", flush=True)
+
+if os.fork() == 0:  # a daemon out of the rank's session that ignores SIGTERM and re-forks
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        if os.fork():
+            os._exit(0)
+        time.sleep(0.2)
+print("left a re-forking daemon behind", flush=True)
