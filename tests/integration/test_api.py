@@ -261,3 +261,44 @@ def test_priority_high_is_an_admins_to_give(api, idle_cluster):
     job_id = api.submit(api.admin, "print('hi')\n", priority="high", begin="now+1hour")
     assert api.call("GET", f"/jobs/{job_id}", api.admin).json()["priority"] == "high"
     api.call("POST", f"/jobs/{job_id}/cancel", api.admin)
+
+
+def test_reading_is_owned_another_users_job_shows_as_squeue_shows_it(api, cluster, idle_cluster):
+    """Issue 33 (Slurm's PrivateData=jobs): bob sees alice's job in the list, the queue and by
+    id -- its id, user, state and nodes -- but not its args, environment or results, and not
+    its logs, log stream, summary or report; alice and admins read all of it. The CLI asks the
+    same rule."""
+    alice, bob = api.token("alice"), api.token("bob")
+    job_id = api.submit(alice, "import sys; print('alice', sys.argv[1:])\n", args="--hf-token hf_alice_secret",
+                        export="ALL,WANDB_API_KEY=alice-private-key")
+    wait_until(lambda: api.call("GET", f"/jobs/{job_id}", alice).json()["state"] == "COMPLETED", 60,
+               message="alice's job done")
+    mine = api.call("GET", f"/jobs/{job_id}", alice).json()
+    assert mine["args"] == ["--hf-token", "hf_alice_secret"] and mine["results"], mine
+    assert mine["environment"] == ["WANDB_API_KEY"], mine  # its names: the values are never shown
+
+    theirs = api.call("GET", f"/jobs/{job_id}", bob)
+    assert theirs.status_code == 200
+    seen = theirs.json()
+    assert (seen["id"], seen["user"], seen["state"], seen["nodes"]) == (job_id, "alice", "COMPLETED", mine["nodes"])
+    assert "hf_alice_secret" not in theirs.text and "alice-private-key" not in theirs.text, theirs.text
+    assert seen["args"] == [] and not seen["environment"] and "results" not in seen
+    listed = api.call("GET", "/jobs?user=alice", bob)
+    assert job_id in [j["id"] for j in listed.json()["jobs"]] and "hf_alice_secret" not in listed.text
+    history = api.call("GET", "/history", bob)
+    assert history.status_code == 200 and "hf_alice_secret" not in history.text
+    refused = f"job {job_id} belongs to alice; its logs, args and reports are its owner's and admins' (bob is neither)"
+    for path in (f"/jobs/{job_id}/logs", f"/jobs/{job_id}/logs/stream", f"/jobs/{job_id}/summary",
+                 f"/jobs/{job_id}/report"):
+        r = api.call("GET", path, bob)
+        assert (r.status_code, r.json()) == (403, {"error": refused}), (path, r.text)
+    for token in (alice, api.admin):
+        r = api.call("GET", f"/jobs/{job_id}/logs", token)
+        assert r.status_code == 200 and "hf_alice_secret" in r.text, r.text
+
+    as_bob = dict(cluster.env, MINIHPC_TOKEN=bob)
+    shown = cluster.cli("show", job_id, "--json", env=as_bob)
+    assert "hf_alice_secret" not in shown.stdout and json.loads(shown.stdout)["user"] == "alice"
+    logs = cluster.cli("logs", job_id, check=False, env=as_bob)
+    assert logs.returncode == 1 and refused in logs.stderr, logs.stderr
+    assert "hf_alice_secret" in cluster.cli("logs", job_id, env=dict(cluster.env, MINIHPC_TOKEN=alice)).stdout

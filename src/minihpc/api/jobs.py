@@ -14,7 +14,7 @@ from minihpc.api import sse, streams
 from minihpc.api.auth import principal
 from minihpc.api.views import job_json
 from minihpc.client import jobs as client_jobs
-from minihpc.client import options
+from minihpc.client import options, reading
 from minihpc.client.access import Principal
 from minihpc.client.logs import log_files, tail_text
 from minihpc.client.submit import SCRIPT_MAX, SPOOL_WORKDIR, STDIN, submit
@@ -112,19 +112,21 @@ def list_jobs(request: Request, state: str | None = None, user: str | None = Non
               who: Principal = Depends(principal)):
     jobs = client_jobs.listing(request.app.state.store, client_jobs.parse_states(state), user, name)
     now = time.time()
-    return {"jobs": [job_json(j, now) for j in jobs[offset:offset + limit]], "total": len(jobs),
+    return {"jobs": [job_json(reading.redacted(who, j), now) for j in jobs[offset:offset + limit]], "total": len(jobs),
             "limit": limit, "offset": offset}
 
 
 @router.get("/jobs/summaries")
 def summaries(request: Request, who: Principal = Depends(principal)):
-    return {"summaries": running_summaries(request.app.state.store)}
+    return {"summaries": running_summaries(request.app.state.store, lambda job: reading.can_read(who, job))}
 
 
 @router.get("/jobs/{job_id}")
 def get_job(request: Request, job_id: str, who: Principal = Depends(principal)):
     store = request.app.state.store
     job = store.get_job(client_jobs.parse_job_id(job_id))
+    if not reading.can_read(who, job):  # squeue's fields only; its results say what failed and how
+        return job_json(reading.redacted(who, job), time.time())
     results = store.job_results(job.id, job.attempts) if job.attempts else {}
     return dict(job_json(job, time.time()), results={n: r.to_dict() for n, r in sorted(results.items())})
 
@@ -132,14 +134,19 @@ def get_job(request: Request, job_id: str, who: Principal = Depends(principal)):
 @router.get("/jobs/{job_id}/summary")
 def get_summary(request: Request, job_id: str, who: Principal = Depends(principal)):
     store = request.app.state.store
-    return job_summary(store, store.get_job(client_jobs.parse_job_id(job_id)))
+    job = store.get_job(client_jobs.parse_job_id(job_id))
+    reading.may_read(who, job)
+    return job_summary(store, job)
 
 
 @router.get("/jobs/{job_id}/report")
 def get_report(request: Request, job_id: str, who: Principal = Depends(principal)):
     """The data of ``minihpc report``'s charts: loss by attempt, samples/s, step time per rank
     and phase, attempts and incidents."""
-    return job_report.job_charts(request.app.state.store, client_jobs.parse_job_id(job_id))
+    store = request.app.state.store
+    job = store.get_job(client_jobs.parse_job_id(job_id))
+    reading.may_read(who, job)
+    return job_report.job_charts(store, job.id)
 
 
 @router.get("/jobs/{job_id}/logs")
@@ -147,6 +154,7 @@ def get_logs(request: Request, job_id: str, node: str | None = None, tail: int |
              who: Principal = Depends(principal)):
     store = request.app.state.store
     job = store.get_job(client_jobs.parse_job_id(job_id))
+    reading.may_read(who, job)
     return {"job": job.id, "logs": [{"node": name, "text": tail_text(path, tail)}
                                     for name, path in log_files(store, job, node)]}
 
@@ -158,6 +166,7 @@ async def stream_logs(request: Request, job_id: str, node: str | None = None,
     each change, ``end`` with the final state."""
     store = request.app.state.store
     job = await run_in_threadpool(store.get_job, client_jobs.parse_job_id(job_id))
+    reading.may_read(who, job)
     if node is not None:
         await run_in_threadpool(log_files, store, job, node)  # an unknown node is a 404 now, not mid-stream
     body = streams.job_log(store, request.app.state.hub, job, node, sse.decode_cursor(last_event_id))

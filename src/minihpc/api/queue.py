@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from minihpc.api.auth import principal
 from minihpc.api.views import panel_json
-from minihpc.client import arrays
+from minihpc.client import arrays, reading
 from minihpc.client import jobs as client_jobs
 from minihpc.client.access import Principal
 from minihpc.core.arrays import MAX_ARRAY_SIZE, parse_job_refs
@@ -46,7 +46,7 @@ def get_queue(request: Request, limit: int = Query(50, ge=1, le=1000), who: Prin
     the first job it stands for, with ``row_id`` as squeue shows it, ``ref`` as scancel takes it
     and ``count`` jobs), ``total_rows``, ``total_jobs``, ``shown_jobs``, ``more_jobs``."""
     panel = queue_panel(client_jobs.queue(request.app.state.store), limit)
-    return panel_json(panel, limit, time.time())
+    return panel_json(panel, limit, time.time(), lambda job: reading.redacted(who, job))
 
 
 @router.get("/history")
@@ -54,7 +54,8 @@ def get_history(request: Request, limit: int = Query(50, ge=1, le=500), who: Pri
     """Ended jobs, newest first, as rows (an array's tasks that never ran and ended alike as
     one, ``2017_[0-1000]``): the fields of ``/queue``; ``total_rows`` is null unless every
     ended job was read, ``more_jobs`` counts the ended jobs no row shown stands for."""
-    return panel_json(history(request.app.state.store, limit), limit, time.time())
+    panel = history(request.app.state.store, limit)
+    return panel_json(panel, limit, time.time(), lambda job: reading.redacted(who, job))
 
 
 @router.post("/queue/cancel")

@@ -16,14 +16,15 @@ def job_json(job: Job, now: float) -> dict:
     return out
 
 
-def row_json(row: Row, now: float) -> dict:
-    """A queue or history row: its first job's fields, the id it shows (``row_id``), its jobs
-    as scancel takes them (``ref``) and how many they are (``count``)."""
-    return dict(job_json(row.job, now), row_id=row.shown, ref=row.ref, count=row.count)
+def row_json(row: Row, now: float, shown=lambda job: job) -> dict:
+    """A queue or history row: its first job's fields (as ``shown`` lets its reader see them:
+    client.reading.redacted), the id it shows (``row_id``), its jobs as scancel takes them
+    (``ref``) and how many they are (``count``)."""
+    return dict(job_json(shown(row.job), now), row_id=row.shown, ref=row.ref, count=row.count)
 
 
-def panel_json(panel: Panel, limit: int, now: float) -> dict:
-    return {"rows": [row_json(r, now) for r in panel.rows], "total_rows": panel.total_rows,
+def panel_json(panel: Panel, limit: int, now: float, shown=lambda job: job) -> dict:
+    return {"rows": [row_json(r, now, shown) for r in panel.rows], "total_rows": panel.total_rows,
             "total_jobs": panel.total_jobs, "shown_jobs": panel.shown_jobs, "more_jobs": panel.more_jobs,
             "complete": panel.complete, "limit": limit}
 

@@ -21,12 +21,9 @@ from minihpc.cli.display import (
     render,
     show_lines,
 )
-from minihpc.client import access, arrays
+from minihpc.client import access, arrays, logs, options, reading, tree
 from minihpc.client import jobs as client_jobs
-from minihpc.client import options
 from minihpc.client import signals as client_signals
-from minihpc.client import logs
-from minihpc.client import tree
 from minihpc.client.session import open_store
 from minihpc.client.submit import STDIN, read_script, read_stdin, submit, test_only
 from minihpc.core.arrays import parse_job_ref, parse_job_refs
@@ -162,10 +159,12 @@ def queue_request(args) -> tuple[JobFilter, tuple[str, list] | None]:
 def cmd_show(args, settings: Settings) -> int:
     """One job; for an array's id, each of its tasks (JSON: a list of them)."""
     store = open_store(settings)
-    jobs = arrays.named_jobs(store, args.job_id)
+    who = access.for_cli(store)  # another user's job: squeue's fields only (client.reading)
+    jobs = [reading.redacted(who, job) for job in arrays.named_jobs(store, args.job_id)]
     if args.json:
         shown = [dict(job.to_json(), results={n: r.to_dict() for n, r in sorted(
-            (store.job_results(job.id, job.attempts) if job.attempts else {}).items())}) for job in jobs]
+            (store.job_results(job.id, job.attempts) if job.attempts and reading.can_read(who, job) else {}
+             ).items())}) for job in jobs]
         print_json(shown[0] if len(shown) == 1 else shown)
         return 0
     for i, job in enumerate(jobs):
@@ -230,6 +229,7 @@ def cmd_logs(args, settings: Settings) -> int:
     store = open_store(settings)
     job_id = arrays.one_job(store, args.job_id)  # an array task as 12_3, too
     job = store.get_job(job_id)
+    reading.may_read(access.for_cli(store), job)
     if job.state is JobState.PENDING and job.attempts == 0 and not args.follow:
         print(f"job {job_id} is pending ({job.reason}); it has no logs yet", file=sys.stderr)
         return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from minihpc.cli.display import print_json
+from minihpc.client import access, reading
 from minihpc.client.jobs import parse_job_id
 from minihpc.client.session import open_store
 from minihpc.core.config import Settings, local_state_dir
@@ -43,7 +44,9 @@ def cmd_report(args, settings: Settings) -> int:
 
     job_id = parse_job_id(args.job_id)
     out = Path(args.out or f"minihpc-report-job-{job_id}")
-    summary = job_report.write(open_store(settings), job_id, out)
+    store = open_store(settings)
+    reading.may_read(access.for_cli(store), store.get_job(job_id))
+    summary = job_report.write(store, job_id, out)
     for name in job_report.PLOTS:
         print(out / name)
     print(summary)

@@ -56,9 +56,9 @@ def job_summary(store: Store, job: Job) -> dict:
     return _summaries(store, [job])[0]
 
 
-def running_summaries(store: Store) -> list[dict]:
-    """A summary of every running job, by id."""
-    return _summaries(store, sorted(store.running_jobs(), key=lambda j: j.id))
+def running_summaries(store: Store, readable=lambda job: True) -> list[dict]:
+    """A summary of every running job ``readable(job)`` allows (client.reading), by id."""
+    return _summaries(store, sorted((j for j in store.running_jobs() if readable(j)), key=lambda j: j.id))
 
 
 def _summaries(store: Store, jobs: list[Job]) -> list[dict]:
