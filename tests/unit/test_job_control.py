@@ -253,3 +253,18 @@ def test_only_an_admin_gives_a_job_priority_high():
         job_control.check_priority(Priority.HIGH, admin=False)
     job_control.check_priority(Priority.HIGH, admin=True)
     job_control.check_priority(Priority.NORMAL, admin=False)
+
+
+def test_a_jobs_record_is_capped_alone_and_over_its_array_tasks():
+    """Issue 33: a 100 KB args string, as 1,000 array tasks, took 100 MB of Redis."""
+    from minihpc.core.job_control import ARRAY_RECORDS_MAX, RECORD_MAX, check_size
+
+    check_size(["--lr", "0.1"], "train", {"WANDB_PROJECT": "x"}, ("out-%j.txt", ""), 1000)
+    with pytest.raises(UsageError, match=rf"^the job's args, name, environment and output names take \d+ bytes, "
+                                         rf"over the {RECORD_MAX} a job may have"):
+        check_size(["x" * 100_000], "train", {}, ("", ""), 1)
+    with pytest.raises(UsageError, match=rf"^the array's 1001 tasks would each copy \d+ bytes .* over the "
+                                         rf"{ARRAY_RECORDS_MAX} an array may have$"):
+        check_size(["x" * 10_000], "train", {}, ("", ""), 1001)
+    with pytest.raises(UsageError, match="over the"):
+        check_size([], "train", {"K": "v" * RECORD_MAX}, ("", ""), 1)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from importlib import resources
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -26,6 +27,11 @@ DOCS_POLICY = GUARD_HEADERS["content-security-policy"] + "; style-src 'self' 'un
 
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (Conflict, 409), (ClusterUnavailable, 503)]
 """The HTTP status of each error; any other MinihpcError is the request's fault: 400."""
+
+
+REDIS_FULL = ("the cluster's Redis is full (its maxmemory, noeviction): nothing new can be recorded until an "
+              "admin purges ended jobs or gives Redis more memory")
+"""The 507 of any request that would write past Redis's maxmemory (reads and deletes go on)."""
 
 
 def status_of(exc: MinihpcError) -> int:
@@ -79,6 +85,8 @@ def create_app(url: str, store: Store) -> FastAPI:
 
     for kind in REDIS_ERRORS:
         app.add_exception_handler(kind, lambda request, exc: error(503, f"the cluster's Redis does not answer ({exc})"))
+
+    app.add_exception_handler(redis.exceptions.OutOfMemoryError, lambda request, exc: error(507, REDIS_FULL))
 
     app.include_router(cluster.router)
     app.include_router(jobs.router)

@@ -12,7 +12,7 @@ from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
-from minihpc.core.job_control import HELD_REASON, check_priority
+from minihpc.core.job_control import HELD_REASON, check_priority, check_size
 from minihpc.core.parsing import compress_hostlist
 from minihpc.core.scheduler import plan
 from minihpc.core.models import Job, NodeStatus, Priority
@@ -214,6 +214,8 @@ def checked(store: Store, request: Request, text: str, name: str) -> tuple[dict[
     first that fails); the cluster record and the nodes they read."""
     check_script(text, name)
     check_priority(request.priority, request.admin)
+    check_size(request.args, request.name or name, request.environment, (request.output, request.error),
+               len(request.array.indexes) if request.array else 1)
     cluster, nodes = store.cluster_info(), store.node_statuses()
     validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
     check_placement(request, cluster, nodes)

@@ -147,6 +147,30 @@ def check_priority(priority: Priority, admin: bool) -> None:
                         "use normal or low")
 
 
+RECORD_MAX = 64 << 10
+"""Bytes of what a job's record carries besides its script (args, name, --export's variables,
+output names): a job's, not a data set's (issue 33: a 100 KB args string took 100 MB of Redis
+as 1,000 array tasks)."""
+
+ARRAY_RECORDS_MAX = 8 << 20
+"""Bytes those fields may take over all of an array's tasks, each of which has its own copy."""
+
+
+def check_size(args: list[str], name: str, environment: dict[str, str], names: tuple[str, ...], tasks: int) -> None:
+    """UsageError, one line, for a job whose record (``args``, ``name``, ``environment``,
+    output ``names``) is over :data:`RECORD_MAX` bytes, or over :data:`ARRAY_RECORDS_MAX`
+    over its ``tasks`` array tasks."""
+    size = (sum(len(a.encode()) + 1 for a in args) + len(name.encode())
+            + sum(len(k.encode()) + len(v.encode()) + 2 for k, v in environment.items())
+            + sum(len(n.encode()) for n in names))
+    if size > RECORD_MAX:
+        raise UsageError(f"the job's args, name, environment and output names take {size} bytes, over the "
+                         f"{RECORD_MAX} a job may have (pass data through a file on the data volume)")
+    if size * tasks > ARRAY_RECORDS_MAX:
+        raise UsageError(f"the array's {tasks} tasks would each copy {size} bytes of args, name, environment and "
+                         f"output names, {size * tasks} in all, over the {ARRAY_RECORDS_MAX} an array may have")
+
+
 def apply_update(job: Job, update: Update, admin: bool, capacity: int) -> Job:
     """The job as ``update`` leaves it; Conflict for a change its state does not allow,
     Forbidden for a running job's time limit raised by a non-admin, UsageError for a node

@@ -64,6 +64,8 @@ def redis_conf(state: LocalState, port: int) -> str:
         "appendonly yes",
         "appendfsync always",  # see README: a submitted job survives a crash
         'save ""',
+        "maxmemory 1gb",  # writes refused past it (reads and deletes go on), never evicted
+        "maxmemory-policy noeviction",
         "daemonize no",
         "loglevel warning",
         "",
