@@ -122,4 +122,6 @@ def test_each_users_job_runs_as_that_user_and_cannot_touch_anothers(idle):
     (alice_uid, home), = alice_uids
     assert int(alice_uid) >= 200_000 and bob_uid >= 200_000 and int(alice_uid) != bob_uid, (alice_uid, bob_uid)
     assert home == f"/var/lib/minihpc-homes/{alice_uid}"
-    assert re.search(rf"checkpoint dir mode 0o700 uid {alice_uid}", alice_logs), alice_logs
+    # Hers, and the daemons' group's to read (make validate-model); no one else's.
+    assert re.search(rf"checkpoint dir mode 0o750 uid {alice_uid}", alice_logs), alice_logs
+    assert re.search(r"^tenant name alice$", alice_logs, re.M), alice_logs

@@ -36,3 +36,9 @@ def test_cluster_uids_count_up_from_the_base():
     assert [tenants.allocated(n) for n in (1, 2, 3)] == [200_000, 200_001, 200_002]
     with pytest.raises(ValueError):
         tenants.allocated(0)
+
+
+@pytest.mark.parametrize("user, taken, name", [("alice", False, "alice"), ("minihpc", True, "u200001"),
+                                               ("Bob.Smith", False, "u200001"), ("x" * 40, False, "u200001")])
+def test_a_cluster_uid_is_named_on_a_node_by_its_user_unless_the_name_is_taken_or_invalid(user, taken, name):
+    assert tenants.account_name(user, 200_001, taken) == name

@@ -86,6 +86,30 @@ def script_changed(spec: LaunchSpec, actual: str | None) -> str | None:
     return None
 
 
+def path_problem(spec: LaunchSpec, cluster: dict[str, str]) -> str | None:
+    """Why ``spec`` must not run on a node: a path it names is not where the cluster keeps this
+    job's files (``cluster``: the record with the layout the master dispatched from), so an
+    agent, which runs as root, never creates, opens or hands over a file elsewhere on the word
+    of a launch task (issue 33: one node's Redis password could queue one). None when every
+    path is the job's."""
+    def inside(path: str, root: str) -> bool:
+        return os.path.normpath(path).startswith(os.path.normpath(root) + os.sep)
+
+    expected = {}
+    if cluster.get("log_dir"):
+        expected["log_path"] = os.path.join(cluster["log_dir"], f"job-{spec.job_id}", f"{spec.node}.log")
+    if cluster.get("checkpoint_dir") and spec.checkpoint_dir:
+        expected["checkpoint_dir"] = os.path.join(cluster["checkpoint_dir"], f"job-{spec.job_id}")
+    for name, path in expected.items():
+        if getattr(spec, name) != path:
+            return f"launch task's {name} {getattr(spec, name)!r} is not the job's ({path!r})"
+    if cluster.get("spool_dir") and not inside(spec.script, cluster["spool_dir"]):
+        return f"launch task's script {spec.script!r} is not in the spool ({cluster['spool_dir']})"
+    if ".." in spec.node or "/" in spec.node:
+        return f"launch task's node name {spec.node!r} is not a node's"
+    return None
+
+
 def torchrun_args(spec: LaunchSpec, master_port: int) -> list[str]:
     """torchrun's arguments for a static rendezvous; the script runs through RANK_MODULE,
     which adds Slurm's per-rank variables and exits cleanly (see minihpc.node.rank)."""

@@ -13,6 +13,7 @@ allocated uid instead, which can do nothing the service account can.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from minihpc.core.errors import UsageError
@@ -63,3 +64,14 @@ def allocated(sequence: int) -> int:
     if sequence < 1:
         raise ValueError(f"sequence {sequence} < 1")
     return ALLOCATED_UID_BASE + sequence - 1
+
+
+NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+"""A name useradd takes everywhere (Debian's NAME_REGEX, without the trailing $)."""
+
+
+def account_name(user: str, uid: int, taken: bool) -> str:
+    """The name a cluster uid gets in a node's user database (so ``id -un``, ``whoami`` and
+    ssh know it): the user's own, unless the node already has an account or group of that
+    name (``taken``: root, the service account) or useradd would refuse it; then ``u<uid>``."""
+    return user if NAME.fullmatch(user) and not taken else f"u{uid}"

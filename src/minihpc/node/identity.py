@@ -12,13 +12,19 @@ started would. With ``MINIHPC_JOB_USER=%u`` each job runs as its own user's acco
 
 from __future__ import annotations
 
+import dataclasses
+import grp
+import logging
 import os
 import pwd
 import stat
+import subprocess
 from dataclasses import dataclass
 
 from minihpc.core import tenants
 from minihpc.core.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 
@@ -84,6 +90,42 @@ def _service_uids(service_user: str) -> set[int]:
     return uids
 
 
+def ensure_account(identity: Identity | None) -> Identity | None:
+    """A uid the cluster gave gets an entry in the node's user database the first time it runs
+    there (useradd: its own group, its home, no login), so the job's ``id -un``, ``whoami``,
+    getpass and ssh know who it is; the identity under that name. A node's own accounts are
+    returned as they are, and so is one that cannot be added (the job still runs, nameless)."""
+    if identity is None or os.geteuid() != 0 or os.path.dirname(identity.home) != tenants.HOME_ROOT:
+        return identity
+    try:
+        return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
+    except KeyError:
+        pass
+    name = tenants.account_name(identity.user, identity.uid, _name_taken(identity.user))
+    for argv in (["groupadd", "--gid", str(identity.gid), name],
+                 ["useradd", "--uid", str(identity.uid), "--gid", str(identity.gid), "--no-create-home",
+                  "--home-dir", identity.home, "--shell", "/usr/sbin/nologin", name]):
+        try:  # another agent of this machine may add it at the same moment: checked below
+            subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("cannot run %s: %s", argv[0], exc)
+    try:
+        return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
+    except KeyError:
+        log.warning("uid %s has no name on this node (useradd failed): its jobs run nameless", identity.uid)
+        return identity
+
+
+def _name_taken(name: str) -> bool:
+    for lookup in (pwd.getpwnam, grp.getgrnam):
+        try:
+            lookup(name)
+            return True
+        except KeyError:
+            pass
+    return False
+
+
 def make_home(identity: Identity | None) -> None:
     """The job user's home, made 0700 for it when the cluster gave it its uid (a node's own
     accounts have theirs): under a root-owned directory, so no job can plant anything there."""
@@ -127,8 +169,11 @@ def open_log(path: str):
     try:
         if os.geteuid() == 0:
             folder = os.stat(os.path.dirname(os.path.abspath(path)))
-            os.fchown(fd, folder.st_uid, folder.st_gid)
-            os.fchmod(fd, 0o640)
+            try:
+                os.fchown(fd, folder.st_uid, folder.st_gid)
+                os.fchmod(fd, 0o640)
+            except PermissionError:  # a shared filesystem that squashes root: its owner stays
+                pass
         return os.fdopen(fd, "ab", buffering=0)
     except BaseException:
         os.close(fd)

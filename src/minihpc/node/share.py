@@ -18,8 +18,8 @@ from enum import Enum
 
 from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
-from minihpc.core.launch_spec import (TORCHRUN_MODULE, LaunchSpec, direct_rank_env, job_env, script_changed,
-                                      torchrun_args)
+from minihpc.core.launch_spec import (TORCHRUN_MODULE, LaunchSpec, direct_rank_env, job_env, path_problem,
+                                      script_changed, torchrun_args)
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
 from minihpc.core.warm import cold_reason, runs_direct
@@ -76,6 +76,11 @@ class ShareFailed(Exception):
     ends FAILED with this as its reason."""
 
 
+class NotTheJobs(ShareFailed):
+    """The launch task names a path that is not where the cluster keeps the job's files
+    (core.launch_spec.path_problem): nothing is made or opened, its log included."""
+
+
 @contextmanager
 def _failing(what: str):
     try:
@@ -109,6 +114,9 @@ def _share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: th
     if not retrying(store.attempt_is_current, spec.job_id, spec.attempt, what=f"job {spec.job_id} launch"):
         log.info("job %s attempt %s: no longer running, not launched", spec.job_id, spec.attempt)
         return NodeResult(None), None
+    wrong = path_problem(spec, retrying(store.cluster_info, what=f"job {spec.job_id} launch"))
+    if wrong:  # before anything is made or opened as root (not even the job's log)
+        raise NotTheJobs(wrong)
     port = 0 if spec.launch == BATCH else retrying(agree_port, store, spec, settings.poll_interval,
                                                    what=f"job {spec.job_id} rendezvous")
     if port is None:
@@ -122,7 +130,9 @@ def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
     reason = f"LaunchFailed ({spec.node}: {exc if isinstance(exc, ShareFailed) else f'{type(exc).__name__}: {exc}'})"
     log.error("job %s attempt %s: %s", spec.job_id, spec.attempt, reason, exc_info=exc)
     try:
-        with open(spec.log_path, "ab") as out:
+        if isinstance(exc, NotTheJobs):  # its log path is not to be trusted either
+            raise OSError("not the job's log")
+        with identity.open_log(spec.log_path) as out:
             out.write(f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
     except OSError:
         pass
@@ -163,20 +173,21 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
         changed = script_changed(spec, files.sha256(spec.script))
         if changed:  # not what was submitted: it must not run (the job fails with why)
             raise ShareFailed(changed)
-        who = identity.for_job(settings.job_user, spec.user, spec.uid, settings.service_user)
+        who = identity.ensure_account(identity.for_job(settings.job_user, spec.user, spec.uid, settings.service_user))
         with _failing(f"cannot make the home of {who.user if who else ''}"):
             identity.make_home(who)
         if spec.output or spec.error:
             with _failing("cannot create the job's output directory"):
                 where = job_output.output_dir(spec.log_path)
                 os.makedirs(where, exist_ok=True)
-                # The user's, and the daemons' group's to read and clean up (setgid: its files
-                # get that group); no other user's.
-                identity.give(where, who, 0o2770, identity.parent_group(where))
+                # The user's, and the daemons' group's to read and clean up; no other user's.
+                identity.give(where, who, 0o770, identity.parent_group(where))
         if spec.checkpoint_dir:
             with _failing(f"cannot create the checkpoint directory {spec.checkpoint_dir}"):
                 os.makedirs(spec.checkpoint_dir, exist_ok=True)
-                identity.give(spec.checkpoint_dir, who)
+                # The user's, and the daemons' group's to read (make validate-model, the demo);
+                # no other user's job's.
+                identity.give(spec.checkpoint_dir, who, 0o750, identity.parent_group(spec.checkpoint_dir))
         if spec.launch == BATCH:
             result, stopped, left = batch.run(spec, store, settings, shutting_down, out, who,
                                               lambda: _stop_reason(spec, store, shutting_down),

@@ -3,12 +3,14 @@ checkpoint file, stays RUNNING for SECONDS, and checks the file is still its own
 ``tenant.py attack JOB``: the attacker tries job JOB's checkpoint folder, then leaves a process
 behind that ignores SIGTERM and re-forks every 0.2 s (the test checks none of it survives)."""
 import os
+import pwd
 import signal
 import sys
 import time
 
 print(f"tenant uid {os.getuid()} gid {os.getgid()} groups {os.getgroups()} home {os.environ.get('HOME')}",
       flush=True)
+print(f"tenant name {pwd.getpwuid(os.getuid()).pw_name}", flush=True)  # the node knows the uid's name
 mine = os.environ["MINIHPC_CHECKPOINT_DIR"]
 print(f"checkpoint dir mode {oct(os.stat(mine).st_mode & 0o7777)} uid {os.stat(mine).st_uid}", flush=True)
 
