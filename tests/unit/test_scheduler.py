@@ -187,3 +187,40 @@ def test_a_pending_record_is_read_again_when_new_changed_or_without_a_revision()
     cached = {1: (3, job), 2: (5, job), 4: (1, job)}
     # 1 unchanged, 2 changed, 3 new, 4 has no revision (written before revisions existed)
     assert to_refetch([1, 2, 3, 4], [b"3", b"6", b"1", None], cached) == [2, 3, 4]
+
+
+def test_users_take_turns_within_a_priority_so_one_users_flood_holds_no_one_up():
+    """Issue 33: alice's 100 queued jobs came first, yet bob's job is first in line while alice
+    has one running, second when she has none; priority and requeued jobs still come first, and
+    one user alone is FIFO."""
+    from minihpc.core.models import Job, JobState, Priority
+    from minihpc.core.scheduler import queue_order
+
+    def job(i, user, submitted, priority=Priority.NORMAL, requeues=0, state=JobState.PENDING):
+        j = Job(i, "j", user, "s", "s", "x", priority=priority, requeues=requeues, submitted_at=submitted)
+        j.state = state
+        return j
+
+    flood = [job(i, "alice", float(i)) for i in range(1, 101)]
+    bob = job(200, "bob", 500.0)
+    running = [job(300, "alice", 0.0, state=JobState.RUNNING)]
+    order = [j.id for j in queue_order([*flood, bob], running)]
+    assert order[:3] == [200, 1, 2] and order[3:] == list(range(3, 101))
+    assert [j.id for j in queue_order([*flood, bob])][:3] == [1, 200, 2]  # none running: turns from 0
+    assert [j.id for j in queue_order(flood[:5])] == [1, 2, 3, 4, 5]
+    urgent, requeued = job(400, "alice", 900.0, Priority.HIGH), job(401, "carol", 950.0, requeues=1)
+    # alice's high job is one of hers ahead: bob's turn comes before her next normal one
+    assert [j.id for j in queue_order([*flood[:3], bob, urgent, requeued])][:4] == [400, 401, 200, 1]
+
+
+def test_the_plan_starts_the_other_users_job_before_the_rest_of_a_flood():
+    from minihpc.core.models import Job, NodeStatus
+    from minihpc.core.scheduler import plan
+
+    def job(i, user, submitted):
+        return Job(i, "j", user, "s", "s", "x", submitted_at=submitted, nodes_requested=1)
+
+    nodes = [NodeStatus(name=f"n{i}", addr="a", alive=True, cpus=8) for i in (1, 2)]
+    flood = [job(i, "alice", float(i)) for i in range(1, 6)]
+    started = plan([*flood, job(9, "bob", 50.0)], nodes, [], {}, now=100.0).starts
+    assert [job_id for job_id, _ in started] == [1, 9]  # not alice's 1 and 2

@@ -14,7 +14,7 @@ from minihpc.core.errors import Conflict, Forbidden, MinihpcError, UsageError
 from minihpc.core.models import Job, JobState
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus
-from minihpc.core.scheduler import queue_order_key
+from minihpc.core.scheduler import queue_order
 from minihpc.core.slurm_filters import JobFilter, in_window
 from minihpc.core.slurm_formats import expected_starts
 from minihpc.machine import files
@@ -38,7 +38,7 @@ def queue(store: Store, include_ended: bool = False) -> list[Job]:
     """Running jobs, then pending ones in the order they will start, then (optionally) the
     recently ended: what squeue shows."""
     running = sorted(store.running_jobs(), key=lambda j: j.id)
-    pending = sorted(store.pending_jobs(), key=queue_order_key)
+    pending = queue_order(store.pending_jobs(), running)
     ended = sorted(store.ended_jobs(limit=QUEUE_ENDED), key=lambda j: j.id) if include_ended else []
     return running + pending + ended
 

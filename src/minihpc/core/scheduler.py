@@ -2,7 +2,8 @@
 the others wait. A held job (``scontrol hold``) is passed over as if it were not queued.
 
 The policy is strict priority with *conservative backfill*: jobs are taken in priority order
-(high, normal, low; then submit time). Each job gets the earliest start at which enough of its
+(high, normal, low), users taking turns within a priority (:func:`queue_order`), then submit
+time. Each job gets the earliest start at which enough of its
 *eligible* nodes are free for its whole time limit, given the running jobs' time limits and
 the nodes already promised to every job ahead of it; it starts only if that time is now. A
 lower-priority job can therefore take idle nodes only when it ends (by its time limit) before
@@ -65,6 +66,21 @@ def queue_order_key(job: Job) -> tuple:
     index order (the last index has the array's own id, the lowest)."""
     return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at,
             job.id if job.array_job_id is None else job.array_job_id, job.array_task_id or 0)
+
+
+def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job]:
+    """The order jobs are considered in (and squeue shows them): by priority, requeued jobs
+    first, then **users take turns** (issue 33: one user's flood of jobs must not hold up
+    everyone else's): a user's n-th waiting job comes after every other user's jobs that have
+    fewer of their own running or ahead of them, as a fair-share scheduler would put it;
+    among equals, submit order (:func:`queue_order_key`). One user alone gets plain FIFO."""
+    turns = Counter(j.user for j in running)
+    keyed = []
+    for job in sorted(pending, key=queue_order_key):
+        base = queue_order_key(job)
+        keyed.append(((*base[:2], turns[job.user], *base[2:]), job))
+        turns[job.user] += 1
+    return [job for _, job in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def should_requeue(job: Job, max_requeues: int) -> bool:
@@ -201,7 +217,7 @@ def plan(
     someone_ahead_waits = False
     owners = same_owner_and_name([*pending, *running])
 
-    for job in sorted(pending, key=queue_order_key):
+    for job in queue_order(pending, running):
         why = own_wait(job, now, dependency_states, owners.get((job.user, job.name), ()), array_running)
         if why == "DependencyNeverSatisfied":
             result.cancels[job.id] = why
