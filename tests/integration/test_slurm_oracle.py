@@ -300,7 +300,7 @@ class Side:
 
     def tagged(self, tag: str) -> list[str]:
         lines = [m[2] for m in map(TAGGED.match, self.output.splitlines()) if m and m[1] == tag]
-        return [line for line in lines if not STEP_RETRY.fullmatch(line)] if self.system == "slurm" else lines
+        return [line for line in lines if not STEP_RETRY.fullmatch(line)] if self.system == "Slurm" else lines
 
     def env(self, tag: str) -> dict[str, str]:
         lines = self.tagged(tag)
