@@ -167,7 +167,7 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu docs bench bench-api bench-recovery bench-balance bench-demo lock
+.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu docs bench bench-api bench-recovery bench-balance bench-tenancy bench-demo lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@VENV=$(VENV) bash scripts/venv.sh
@@ -211,6 +211,9 @@ bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0
 
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
+
+bench-tenancy: venv ## On Compose: submit -> first barrier of a 3-node job with every job as one account vs each as its owner (SAMPLES, 5).
+	@$(PY) scripts/bench_tenancy.py
 
 bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events; then kills with a node to spare.
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))

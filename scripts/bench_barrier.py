@@ -10,7 +10,7 @@ dist.barrier()
 import time  # noqa: E402
 
 now = time.time()
-out = sys.argv[1]
+out = sys.argv[1] if len(sys.argv) > 1 else os.environ["MINIHPC_CHECKPOINT_DIR"]  # on Compose: its own folder
 os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, f"rank{os.environ['RANK']}"), "w") as fh:
     fh.write(repr(now))
