@@ -42,3 +42,12 @@ def test_cluster_uids_count_up_from_the_base():
                                                ("Bob.Smith", False, "u200001"), ("x" * 40, False, "u200001")])
 def test_a_cluster_uid_is_named_on_a_node_by_its_user_unless_the_name_is_taken_or_invalid(user, taken, name):
     assert tenants.account_name(user, 200_001, taken) == name
+
+
+def test_a_local_cluster_says_whose_uid_its_jobs_run_under():
+    from minihpc.ops.local import who_runs_jobs
+
+    assert who_runs_jobs("", 1000) == "jobs run as you, as any program you start would: one user's cluster"
+    assert who_runs_jobs("", 0).startswith("jobs run as root")
+    assert who_runs_jobs("%u", 0) == "jobs run as their owners (MINIHPC_JOB_USER=%u)"
+    assert who_runs_jobs("job", 0) == "every job runs as job (MINIHPC_JOB_USER)"

@@ -105,6 +105,18 @@ def _apt_install(package: str) -> None:
             POLICY_RC.unlink(missing_ok=True)
 
 
+def who_runs_jobs(job_user: str, euid: int) -> str:
+    """The line ``up`` says about whose uid the jobs' ranks run under (docs/security.md)."""
+    if job_user == "%u":
+        return "jobs run as their owners (MINIHPC_JOB_USER=%u)"
+    if job_user:
+        return f"every job runs as {job_user} (MINIHPC_JOB_USER)"
+    if euid == 0:
+        return ("jobs run as root, as the agents do (a local cluster runs your own jobs); "
+                "MINIHPC_JOB_USER=NAME runs them as that account")
+    return "jobs run as you, as any program you start would: one user's cluster"
+
+
 def _check_free(state: LocalState, workers: int, port: int, api_port: int | None) -> None:
     """UsageError when ``up`` cannot start: a bad count, a cluster already running from the
     state directory, or a port taken."""
@@ -170,6 +182,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.save_url(url)
     _wait_for_nodes(store, names, state)
     log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
+    log(who_runs_jobs(os.environ.get("MINIHPC_JOB_USER", ""), os.geteuid()))
     if api_port:
         start_api(store, state, api_port, log, alert_token)
     return url
