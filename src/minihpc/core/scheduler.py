@@ -76,8 +76,8 @@ def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job
     among equals, submit order (:func:`queue_order_key`). One user alone gets plain FIFO."""
     turns = Counter(j.user for j in running)
     keyed = []
-    for job in sorted(pending, key=queue_order_key):
-        base = queue_order_key(job)
+    for base, job in sorted(((queue_order_key(j), j) for j in pending), key=lambda pair: pair[0]):
+        # (priority, requeued) as queue_order_key has them, then the user's turn, then the rest
         keyed.append(((*base[:2], turns[job.user], *base[2:]), job))
         turns[job.user] += 1
     return [job for _, job in sorted(keyed, key=lambda pair: pair[0])]

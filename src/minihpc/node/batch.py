@@ -92,7 +92,7 @@ def _start_script(spec: LaunchSpec, store, private: jobdir.JobDir, relay: joblog
     env = job_env(spec, 0, dict(os.environ))
     env.update(batch_env(spec.nodes, spec.tasks_per_node, who.user if who else _login(), who.uid if who else None))
     if who is not None:  # the job user's own home and name, as Slurm's batch environment has
-        env.update(HOME=who.home, USER=who.user, LOGNAME=who.user)
+        env.update(who.login_env())
     env["PATH"] = os.pathsep.join(p for p in (private.bin, env.get("PATH")) if p)
     env[JOB_BIN] = private.bin
     env[SOCKET_ENV] = private.socket

@@ -27,13 +27,18 @@ from minihpc.core.errors import UsageError
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class Identity:
     user: str
     uid: int
     gid: int
     home: str
+    allocated: bool = False
+    """A uid the cluster gave (core.tenants), not one of the node's own accounts."""
+
+    def login_env(self) -> dict[str, str]:
+        """The user's own home and name for its processes' environment, not the agent's."""
+        return {"HOME": self.home, "USER": self.user, "LOGNAME": self.user}
 
     def popen_kwargs(self) -> dict:
         """For subprocess.Popen: become this user, with its group only (no supplementary ones)."""
@@ -78,7 +83,7 @@ def for_job(job_user: str, user: str, allocated_uid: int | None, service_user: s
     except KeyError:
         host = None
     account = tenants.choose(user, host, allocated_uid, _service_uids(service_user))
-    return Identity(account.user, account.uid, account.gid, account.home)
+    return Identity(account.user, account.uid, account.gid, account.home, account.allocated)
 
 
 def _service_uids(service_user: str) -> set[int]:
@@ -95,7 +100,7 @@ def ensure_account(identity: Identity | None) -> Identity | None:
     there (useradd: its own group, its home, no login), so the job's ``id -un``, ``whoami``,
     getpass and ssh know who it is; the identity under that name. A node's own accounts are
     returned as they are, and so is one that cannot be added (the job still runs, nameless)."""
-    if identity is None or os.geteuid() != 0 or os.path.dirname(identity.home) != tenants.HOME_ROOT:
+    if identity is None or os.geteuid() != 0 or not identity.allocated:
         return identity
     try:
         return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
@@ -129,7 +134,7 @@ def _name_taken(name: str) -> bool:
 def make_home(identity: Identity | None) -> None:
     """The job user's home, made 0700 for it when the cluster gave it its uid (a node's own
     accounts have theirs): under a root-owned directory, so no job can plant anything there."""
-    if identity is None or os.geteuid() != 0 or os.path.dirname(identity.home) != tenants.HOME_ROOT:
+    if identity is None or os.geteuid() != 0 or not identity.allocated:
         return
     os.makedirs(tenants.HOME_ROOT, mode=0o711, exist_ok=True)
     root = os.lstat(tenants.HOME_ROOT)

@@ -129,13 +129,12 @@ def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
     FAILED with the reason; the result to report."""
     reason = f"LaunchFailed ({spec.node}: {exc if isinstance(exc, ShareFailed) else f'{type(exc).__name__}: {exc}'})"
     log.error("job %s attempt %s: %s", spec.job_id, spec.attempt, reason, exc_info=exc)
-    try:
-        if isinstance(exc, NotTheJobs):  # its log path is not to be trusted either
-            raise OSError("not the job's log")
-        with identity.open_log(spec.log_path) as out:
-            out.write(f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
-    except OSError:
-        pass
+    if not isinstance(exc, NotTheJobs):  # a launch task naming other paths: its log path too
+        try:
+            with identity.open_log(spec.log_path) as out:
+                out.write(f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {reason} ===\n".encode())
+        except OSError:
+            pass
     try:
         retrying(
             store.transition, spec.job_id, JobState.FAILED, reason[:500], attempt=spec.attempt,
@@ -216,7 +215,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     forwarder = reports.Progress(store, spec, result_file.replace(".json", ".progress"))
     env = job_env(spec, port, dict(os.environ))
     if who is not None:  # the job user's own home and name, not the agent's
-        env.update(HOME=who.home, USER=who.user, LOGNAME=who.user)
+        env.update(who.login_env())
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = forwarder.path
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")

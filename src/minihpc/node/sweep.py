@@ -2,9 +2,8 @@
 below the agent is ended, however it hid, and its temporary files go with it.
 
 The agent of a node whose jobs run as another user is a child subreaper
-(machine.processes.become_subreaper), so a process a job
-detaches -- double forked, ``setsid``, re-forking every 0.2 s -- is re-parented to the agent,
-never to init: every process of the job is in the agent's tree. A node runs one job at a time,
+(machine.processes.become_subreaper), so a process a job detaches -- double forked, ``setsid``,
+re-forking every 0.2 s -- is re-parented to the agent, never to init: every process of the job is in the agent's tree. A node runs one job at a time,
 so once the share is over, each process of the job's uid in that tree is the job's, and is
 killed, sweep after sweep, until none is left: a re-forking process's new child is found by the
 next sweep, and a stopped one gets SIGKILL all the same. Other agents' trees (local mode, where
@@ -35,10 +34,10 @@ SWEEP_FOR = 5.0
 """Seconds the sweeps may take: more means something forks faster than it is killed."""
 
 
-def strays(uid: int, root: int | None = None) -> list[psutil.Process]:
-    """The live processes (zombies aside) of ``uid`` below process ``root`` (default: this one)."""
+def strays(uid: int) -> list[psutil.Process]:
+    """The live processes (zombies aside) of ``uid`` below this one."""
     try:
-        below = psutil.Process(root or os.getpid()).children(recursive=True)
+        below = psutil.Process().children(recursive=True)
     except psutil.Error:
         return []
     found = []
