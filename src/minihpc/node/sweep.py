@@ -1,16 +1,19 @@
-"""Nothing of a job outlives its share on a node (issue 33): whatever its user still runs
-below the agent is ended, however it hid, and its temporary files go with it.
+"""Nothing of a job outlives its share on a node (issue 33): whatever its user still runs is
+ended, however it hid, and its temporary files go with it.
 
 The agent of a node whose jobs run as another user is a child subreaper
 (machine.processes.become_subreaper), so a process a job detaches -- double forked, ``setsid``,
-re-forking every 0.2 s -- is re-parented to the agent, never to init: every process of the job is in the agent's tree. A node runs one job at a time,
-so once the share is over, each process of the job's uid in that tree is the job's, and is
-killed, sweep after sweep, until none is left: a re-forking process's new child is found by the
-next sweep, and a stopped one gets SIGKILL all the same. Other agents' trees (local mode, where
-one user's jobs may run on several nodes of one machine) are not touched.
+re-forking every 0.2 s -- is re-parented to the agent, never to init, and is found for a
+SIGTERM and a moment's grace. Then every process of the job's uid gets SIGKILL at once: a
+child of the agent becomes that uid and calls kill(-1), which no re-forking process outruns (a
+listing of /proc followed by kills does not: a process that forks faster than the listing is
+read always has a child it missed). A node runs one job at a time and owns its process space
+(a container, a host), so every process of that uid is the job's. In local mode one job user
+shared by several nodes would lose the other nodes' jobs too; there each job runs as the
+agent's own user (no sweep) unless MINIHPC_JOB_USER is set.
 
 The job user's files in /tmp, /var/tmp and /dev/shm go too, once no process of that uid is left
-on the machine at all (local mode: the same user's job on another node keeps its own).
+on the machine at all.
 """
 
 from __future__ import annotations
@@ -51,29 +54,52 @@ def strays(uid: int) -> list[psutil.Process]:
 
 
 def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR) -> int:
-    """End every process of ``uid`` below this one: SIGTERM and ``grace`` seconds first (a
-    daemon may flush), then SIGKILL sweeps until none is left. How many there were."""
+    """End every process of ``uid``: SIGTERM and ``grace`` seconds first for those found below
+    this agent (a daemon may flush), then SIGKILL to every process of the uid at once
+    (:func:`_kill_every_process_of`), again until none is seen twice in a row -- a listing of
+    /proc is no snapshot, and can miss a child forked while it read. How many were found."""
     _reap_mine(uid)  # what detached and ended by itself meanwhile
     first = strays(uid)
-    if not first:
-        return 0
-    terminate(first, grace)
-    ended = {p.pid for p in first}
+    if first:
+        terminate(first, grace)
+    found = {p.pid for p in first}
     deadline = time.monotonic() + sweep_for
-    while True:
+    quiet = 0
+    while quiet < 2:
+        found.update(of_uid(uid))  # counted for the job's log; kill(-1) does not say how many
+        _kill_every_process_of(uid)
         _reap_mine(uid)
-        left = strays(uid)
-        if not left:
-            return len(ended)
-        if time.monotonic() > deadline:
-            log.error("uid %d: %d process(es) still alive after %.0f s of sweeps", uid, len(left), sweep_for)
-            return len(ended)
-        for proc in left:
-            ended.add(proc.pid)
-            try:
-                proc.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
+        left = of_uid(uid)
+        found.update(left)
+        quiet = 0 if left else quiet + 1
+        if quiet == 0 and time.monotonic() > deadline:
+            log.error("uid %d: process(es) still alive after %.0f s of kills", uid, sweep_for)
+            break
+        time.sleep(QUIET_GAP)
+    return len(found)
+
+
+QUIET_GAP = 0.02
+"""Seconds between the kills and listings that end a sweep."""
+
+
+def _kill_every_process_of(uid: int) -> None:
+    """SIGKILL every process of ``uid`` at once, from a child that becomes ``uid`` and calls
+    kill(-1): the kernel signals them all in one pass, and a fork under way when it comes fails
+    (a fatal signal is pending), so no re-forking process outruns it. It reaches the uid's
+    processes outside this agent's tree too: on a node of its own (a container, a host) those
+    are only the job's; in local mode with one job user for several nodes, another node's job
+    of that user would go as well (docs/security.md)."""
+    if uid == 0:
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: nothing but system calls, then out
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _reap_mine(uid: int) -> None:
@@ -92,13 +118,19 @@ def _reap_mine(uid: int) -> None:
             pass
 
 
-def anywhere(uid: int) -> bool:
-    """Whether any live process of ``uid`` runs on this machine."""
+def of_uid(uid: int) -> list[int]:
+    """The live processes (zombies aside) of ``uid`` on this machine, by pid."""
+    found = []
     for proc in psutil.process_iter(["uids", "status"]):
         uids, status = proc.info.get("uids"), proc.info.get("status")
         if uids is not None and uids.real == uid and status != psutil.STATUS_ZOMBIE:
-            return True
-    return False
+            found.append(proc.pid)
+    return found
+
+
+def anywhere(uid: int) -> bool:
+    """Whether any live process of ``uid`` runs on this machine."""
+    return bool(of_uid(uid))
 
 
 def clean_temp(uid: int, dirs: tuple[str, ...] = TEMP_DIRS) -> int:
