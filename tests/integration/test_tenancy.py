@@ -41,7 +41,7 @@ SCENARIO = """
 import os, signal, sys, time
 from minihpc.machine.processes import become_subreaper
 from minihpc.node import sweep
-uid = int(sys.argv[1])
+uid, whole_uid = int(sys.argv[1]), sys.argv[2] == "whole"
 assert become_subreaper()
 for name in ("/tmp/minihpc-test-left-%d" % uid, "/dev/shm/minihpc-test-left-%d" % uid):
     open(name, "w").close()
@@ -60,7 +60,7 @@ os.wait()
 time.sleep(0.5)
 print("before", max(len(sweep.strays(uid)) for _ in range(5)), flush=True)  # a listing can miss one
 start = time.monotonic()
-ended = sweep.end(uid, grace=0.3)
+ended = sweep.end(uid, grace=0.3, whole_uid=whole_uid)
 print("ended", ended, "in", round(time.monotonic() - start, 2), "left", len(sweep.strays(uid)), flush=True)
 time.sleep(0.3)
 print("later", len(sweep.strays(uid)), "anywhere", sweep.anywhere(uid), flush=True)
@@ -70,9 +70,12 @@ print("files", os.path.exists("/tmp/minihpc-test-left-%d" % uid), os.path.exists
 
 
 @root_only
-def test_a_re_forking_daemon_that_ignores_sigterm_is_ended_and_its_temporary_files_go():
-    uid = 299_999
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(SCENARIO), str(uid)], capture_output=True,
+@pytest.mark.parametrize("scope", ["whole", "mine"])
+def test_a_re_forking_daemon_that_ignores_sigterm_is_ended_and_its_temporary_files_go(scope):
+    """``whole``: a node of its own (kill(-1) as the uid); ``mine``: local mode's agents, which
+    share the machine, kill only what is below them, again until none is left."""
+    uid = 299_999 if scope == "whole" else 299_997
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(SCENARIO), str(uid), scope], capture_output=True,
                          text=True, timeout=60)
     print(out.stdout, out.stderr)
     assert out.returncode == 0, out.stderr

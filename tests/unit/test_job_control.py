@@ -268,3 +268,12 @@ def test_a_jobs_record_is_capped_alone_and_over_its_array_tasks():
         check_size(["x" * 10_000], "train", {}, ("", ""), 1001)
     with pytest.raises(UsageError, match="over the"):
         check_size([], "train", {"K": "v" * RECORD_MAX}, ("", ""), 1)
+
+
+def test_a_users_jobs_are_capped_as_slurms_max_submit_jobs_caps_them():
+    job_control.check_user_jobs("bob", 9, 1, 10)  # up to the cap
+    job_control.check_user_jobs("bob", 10_000, 5_000, 0)  # 0: no cap
+    with pytest.raises(UsageError) as err:
+        job_control.check_user_jobs("bob", 8, 3, 10)  # an array of 3 past it: all or none
+    assert str(err.value) == ("user bob has 8 job(s) pending or running and may have at most 10 "
+                              "(MINIHPC_MAX_JOBS_PER_USER); this submit adds 3")

@@ -49,5 +49,40 @@ def test_a_local_cluster_says_whose_uid_its_jobs_run_under():
 
     assert who_runs_jobs("", 1000) == "jobs run as you, as any program you start would: one user's cluster"
     assert who_runs_jobs("", 0).startswith("jobs run as root")
-    assert who_runs_jobs("%u", 0) == "jobs run as their owners (MINIHPC_JOB_USER=%u)"
+    assert who_runs_jobs("%u", 0).startswith("jobs run as their owners (MINIHPC_JOB_USER=%u)")
     assert who_runs_jobs("job", 0) == "every job runs as job (MINIHPC_JOB_USER)"
+
+
+def test_a_folder_closed_to_other_users_on_the_way_is_named():
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from minihpc.machine.files import closed_to_others
+
+    top = Path(tempfile.mkdtemp())  # in /tmp: pytest's own folder is closed to others
+    try:
+        inner = top / "open" / "venv"
+        inner.mkdir(parents=True)
+        for folder in (top, top / "open", inner):
+            folder.chmod(0o755)
+        assert closed_to_others(inner) is None
+        (top / "open").chmod(0o710)  # its group may pass, others not
+        assert closed_to_others(inner) == str(top / "open")
+        (top / "open").chmod(0o711)  # passing through is enough: no listing needed
+        assert closed_to_others(inner) is None
+        assert closed_to_others(top / "missing") == str(top / "missing")
+    finally:
+        shutil.rmtree(top)
+
+
+def test_the_spool_folder_of_a_job_is_its_scripts_own():
+    from minihpc.core.launch_spec import spool_folder
+
+    class Spec:
+        job_id = 7
+        script = "/shared/jobs/spool/job-7/train.py"
+
+    assert spool_folder(Spec) == "/shared/jobs/spool/job-7"
+    Spec.script = "/home/alice/train.py"
+    assert spool_folder(Spec) is None

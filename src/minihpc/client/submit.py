@@ -12,7 +12,7 @@ from minihpc.client.access import login_name
 from minihpc.core import dependency as dependencies
 from minihpc.core.arrays import ArraySpec
 from minihpc.core.errors import UsageError
-from minihpc.core.job_control import HELD_REASON, check_priority, check_size
+from minihpc.core.job_control import HELD_REASON, check_priority, check_size, check_user_jobs
 from minihpc.core.parsing import compress_hostlist
 from minihpc.core.scheduler import plan
 from minihpc.core.models import Job, NodeStatus, Priority
@@ -160,7 +160,10 @@ def write_spooled(path: str, data: bytes) -> None:
     """Write the job's copy of its script durably before the job is recorded: a submit that was
     acknowledged has its script on disk even if the machine dies the next moment."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    # The daemons' alone until the job starts: then its node hands it to the job's group
+    # (node.identity.lend), so no other user's job reads it.
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     files.replace(path, data, durable=True, mode=SPOOLED_MODE)
     files.fsync_dir(os.path.dirname(directory))  # the job's own directory in the spool, too
 
@@ -218,9 +221,20 @@ def checked(store: Store, request: Request, text: str, name: str) -> tuple[dict[
                len(request.array.indexes) if request.array else 1)
     cluster, nodes = store.cluster_info(), store.node_statuses()
     validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
+    check_cap(store, request, int(cluster.get("max_jobs_per_user") or 0))
     check_placement(request, cluster, nodes)
     check_dependency(store, request.dependency)
     return cluster, nodes
+
+
+def check_cap(store: Store, request: Request, cap: int) -> None:
+    """UsageError when the submit would take its user past the jobs one user may have pending
+    or running (MINIHPC_MAX_JOBS_PER_USER); admins are not capped."""
+    if not cap or request.admin:
+        return
+    adding = len(request.array.indexes) if request.array else 1
+    user = request.user or login_name()
+    check_user_jobs(user, store.live_jobs(user, cap - adding + 1), adding, cap)
 
 
 def submit(store: Store, request: Request) -> Job:

@@ -104,6 +104,17 @@ SPEED_PROBE = True
 python -m minihpc.machine.speed_probe, a few seconds of one process, in the background; the
 figure is ``nodes --long``'s GFLOPS). Off (0) for tests that start many agents."""
 
+MAX_JOBS_PER_USER = 10_000
+"""How many jobs (array tasks each count) one user who is not an admin may have pending or
+running at once (MINIHPC_MAX_JOBS_PER_USER; 0: no cap): Slurm's MaxSubmitJobs per user. A
+submit past it is refused with one line, so one user's flood cannot fill Redis or the queue."""
+
+NODE_OWNS_HOST = True
+"""Whether a node agent has its machine's process space to itself (MINIHPC_NODE_OWNS_HOST): a
+container or a host, as in Compose and on Ansible hosts. Then a job's end kills every process of
+its user there (node.sweep); local mode's agents share one machine with each other and with you,
+so there only what a job started below its agent is ended (0)."""
+
 CRASH_EVENTS = True
 """Whether the master hears of a node agent's end as it happens (MINIHPC_CRASH_EVENTS: local
 mode's process watcher, the restart proxy's Docker events, a systemd unit's ExecStopPost)
@@ -131,6 +142,7 @@ class Settings:
     restart_window: float = RESTART_WINDOW
     restart_backoff_max: float = RESTART_BACKOFF_MAX
     max_tasks_per_node: int = MAX_TASKS_PER_NODE
+    max_jobs_per_user: int = MAX_JOBS_PER_USER
     job_user: str = JOB_USER
     service_user: str = SERVICE_USER
     job_log_max: int = JOB_LOG_MAX
@@ -143,6 +155,7 @@ class Settings:
     node_gpu_devices: str = NODE_GPU_DEVICES
     speed_probe: bool = SPEED_PROBE
     crash_events: bool = CRASH_EVENTS
+    node_owns_host: bool = NODE_OWNS_HOST
     warm_launcher: bool = WARM_LAUNCHER
 
     def with_overrides(self, **overrides) -> Settings:
@@ -174,7 +187,8 @@ def published_settings(settings: Settings) -> dict[str, str]:
     """The settings that go in the cluster record beside the layout: the limits every face
     checks a submission against, one value for the whole cluster whoever submits."""
     parts = partitions.parse(settings.partitions, settings.default_partition, settings.node_features)
-    return {"max_tasks_per_node": str(settings.max_tasks_per_node), **parts.to_record()}
+    return {"max_tasks_per_node": str(settings.max_tasks_per_node),
+            "max_jobs_per_user": str(settings.max_jobs_per_user), **parts.to_record()}
 
 
 def local_redis_url_file(state_dir: Path | None = None) -> Path:
@@ -220,7 +234,7 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
-_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "job_log_max": 0, "keep_ended_jobs": 0,
+_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "max_jobs_per_user": 0, "job_log_max": 0, "keep_ended_jobs": 0,
            "node_gpus": -1}
 """Whole-number settings, with their least value."""
 
@@ -229,7 +243,7 @@ _TEXTS = {"redis_url", "job_user", "service_user", "partitions", "default_partit
 """Settings kept as text."""
 
 
-_FLAGS = {"speed_probe", "crash_events", "warm_launcher"}
+_FLAGS = {"speed_probe", "crash_events", "warm_launcher", "node_owns_host"}
 """Settings that are on or off: true/false, 1/0, yes/no, on/off."""
 
 

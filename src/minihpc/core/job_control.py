@@ -147,6 +147,14 @@ def check_priority(priority: Priority, admin: bool) -> None:
                         "use normal or low")
 
 
+def check_user_jobs(user: str, live: int, adding: int, cap: int) -> None:
+    """UsageError when ``adding`` jobs would take ``user`` past ``cap`` jobs pending or running
+    (0: no cap), as Slurm's MaxSubmitJobs refuses a submit (admins are not capped)."""
+    if cap and live + adding > cap:
+        raise UsageError(f"user {user} has {live} job(s) pending or running and may have at most {cap} "
+                         f"(MINIHPC_MAX_JOBS_PER_USER); this submit adds {adding}")
+
+
 RECORD_MAX = 64 << 10
 """Bytes of what a job's record carries besides its script (args, name, --export's variables,
 output names): a job's, not a data set's (issue 33: a 100 KB args string took 100 MB of Redis

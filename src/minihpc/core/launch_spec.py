@@ -86,6 +86,13 @@ def script_changed(spec: LaunchSpec, actual: str | None) -> str | None:
     return None
 
 
+def spool_folder(spec: LaunchSpec) -> str | None:
+    """The job's own folder in the spool (``job-<id>``, its script's), or None for a script
+    that is not in one."""
+    folder = os.path.dirname(spec.script)
+    return folder if os.path.basename(folder) == f"job-{spec.job_id}" else None
+
+
 def path_problem(spec: LaunchSpec, cluster: dict[str, str]) -> str | None:
     """Why ``spec`` must not run on a node: a path it names is not where the cluster keeps this
     job's files (``cluster``: the record with the layout the master dispatched from), so an

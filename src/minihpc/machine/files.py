@@ -102,3 +102,24 @@ def read_job_file(path: str | os.PathLike, limit: int) -> bytes | None:
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def closed_to_others(path: str | os.PathLike) -> str | None:
+    """The first folder on the way to ``path`` (itself included) that a user who is neither its
+    owner nor in its group cannot pass through (no ``o+x``), or None when every one lets them."""
+    here = os.path.abspath(path)
+    folders = []
+    while True:
+        folders.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in reversed(folders):
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            return folder
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return folder
+    return None

@@ -19,7 +19,7 @@ from enum import Enum
 from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import (TORCHRUN_MODULE, LaunchSpec, direct_rank_env, job_env, path_problem,
-                                      script_changed, torchrun_args)
+                                      script_changed, spool_folder, torchrun_args)
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult, from_returncode
 from minihpc.core.warm import cold_reason, runs_direct
@@ -175,6 +175,9 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
         who = identity.ensure_account(identity.for_job(settings.job_user, spec.user, spec.uid, settings.service_user))
         with _failing(f"cannot make the home of {who.user if who else ''}"):
             identity.make_home(who)
+        with _failing("cannot hand the job its spooled script"):
+            # Its spool folder (script, working tree) is the job's group's to read, no other job's.
+            identity.lend(spool_folder(spec), who)
         if spec.output or spec.error:
             with _failing("cannot create the job's output directory"):
                 where = job_output.output_dir(spec.log_path)
@@ -190,11 +193,11 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
         if spec.launch == BATCH:
             result, stopped, left = batch.run(spec, store, settings, shutting_down, out, who,
                                               lambda: _stop_reason(spec, store, shutting_down),
-                                              lambda: _reap(spec, who, settings.kill_wait))
+                                              lambda: _reap(spec, who, settings))
             problems = f"; {left} process(es) the job left running were killed" if left else ""
         else:
             result, stopped, problems = _launch(spec, port, store, settings, shutting_down, out, who, warm)
-        if who is not None:
+        if who is not None and (settings.node_owns_host or who.allocated):
             sweep.clean_temp(who.uid)  # after the result file is read: the job's, in /tmp
         joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: exit code {result.exit_code}"
                    f"{', signal ' + result.signal if result.signal else ''}"
@@ -238,7 +241,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
                 proc.wait()
                 reports.unlink(result_file)
             forwarder.remove()
-            left = _reap(spec, who, settings.kill_wait)
+            left = _reap(spec, who, settings)
             _forget_inbox(store, spec)
     finally:
         relay.join(settings.kill_wait + RELAY_WAIT)  # its last lines go before the notes that follow
@@ -285,13 +288,13 @@ def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: ide
     return proc, False
 
 
-def _reap(spec: LaunchSpec, who: identity.Identity | None, kill_wait: float) -> int:
+def _reap(spec: LaunchSpec, who: identity.Identity | None, settings: Settings) -> int:
     """Nothing of a job outlives its share: processes of the job user that left the launcher's
     tree (a double-forked daemon, which may hold the job's output open; one that ignores SIGTERM
     and re-forks) are ended too (node.sweep). How many there were, for the job's log."""
     if who is None:
         return 0
-    left = sweep.end(who.uid, kill_wait)
+    left = sweep.end(who.uid, settings.kill_wait, whole_uid=settings.node_owns_host)
     if left:
         log.warning("job %s attempt %s: %d process(es) left behind on %s were killed",
                     spec.job_id, spec.attempt, left, spec.node)

@@ -8,9 +8,10 @@ SIGTERM and a moment's grace. Then every process of the job's uid gets SIGKILL a
 child of the agent becomes that uid and calls kill(-1), which no re-forking process outruns (a
 listing of /proc followed by kills does not: a process that forks faster than the listing is
 read always has a child it missed). A node runs one job at a time and owns its process space
-(a container, a host), so every process of that uid is the job's. In local mode one job user
-shared by several nodes would lose the other nodes' jobs too; there each job runs as the
-agent's own user (no sweep) unless MINIHPC_JOB_USER is set.
+(a container, a host), so every process of that uid is the job's. Local mode's agents share
+one machine (MINIHPC_NODE_OWNS_HOST=0): there only the processes below the agent are killed,
+again and again until none is left (the agent is their subreaper, so none can leave its tree),
+and the user's other jobs and logins are left alone.
 
 The job user's files in /tmp, /var/tmp and /dev/shm go too, once no process of that uid is left
 on the machine at all.
@@ -53,11 +54,13 @@ def strays(uid: int) -> list[psutil.Process]:
     return found
 
 
-def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR) -> int:
+def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR, whole_uid: bool = True) -> int:
     """End every process of ``uid``: SIGTERM and ``grace`` seconds first for those found below
     this agent (a daemon may flush), then SIGKILL to every process of the uid at once
     (:func:`_kill_every_process_of`), again until none is seen twice in a row -- a listing of
-    /proc is no snapshot, and can miss a child forked while it read. How many were found."""
+    /proc is no snapshot, and can miss a child forked while it read. Without ``whole_uid``
+    (a machine shared with other nodes) only those below this agent get the SIGKILLs. How many
+    were found."""
     _reap_mine(uid)  # what detached and ended by itself meanwhile
     first = strays(uid)
     if first:
@@ -65,11 +68,15 @@ def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR) -> int:
     found = {p.pid for p in first}
     deadline = time.monotonic() + sweep_for
     quiet = 0
+    listing = of_uid if whole_uid else (lambda u: [p.pid for p in strays(u)])
     while quiet < 2:
-        found.update(of_uid(uid))  # counted for the job's log; kill(-1) does not say how many
-        _kill_every_process_of(uid)
+        if whole_uid:
+            found.update(of_uid(uid))  # counted for the job's log; kill(-1) does not say how many
+            _kill_every_process_of(uid)
+        else:
+            _kill_each(strays(uid), found)
         _reap_mine(uid)
-        left = of_uid(uid)
+        left = listing(uid)
         found.update(left)
         quiet = 0 if left else quiet + 1
         if quiet == 0 and time.monotonic() > deadline:
@@ -77,6 +84,15 @@ def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR) -> int:
             break
         time.sleep(QUIET_GAP)
     return len(found)
+
+
+def _kill_each(procs: list[psutil.Process], found: set[int]) -> None:
+    for proc in procs:
+        found.add(proc.pid)
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
 
 
 QUIET_GAP = 0.02

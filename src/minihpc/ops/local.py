@@ -24,7 +24,7 @@ from minihpc.client.access import USER_NAME, create_token, login_name, revoke
 from minihpc.core import gpus
 from minihpc.core.config import shared_layout
 from minihpc.core.errors import UsageError
-from minihpc.machine import ports
+from minihpc.machine import files, ports
 from minihpc.machine.local_state import LocalState
 from minihpc.machine.resources import gpu_count
 from minihpc.machine.processes import process_tree, terminate
@@ -108,13 +108,45 @@ def _apt_install(package: str) -> None:
 def who_runs_jobs(job_user: str, euid: int) -> str:
     """The line ``up`` says about whose uid the jobs' ranks run under (docs/security.md)."""
     if job_user == "%u":
-        return "jobs run as their owners (MINIHPC_JOB_USER=%u)"
+        return ("jobs run as their owners (MINIHPC_JOB_USER=%u): each user's own account, or a uid the "
+                "cluster gives it; they must be able to read this Python and the jobs' working directories")
     if job_user:
         return f"every job runs as {job_user} (MINIHPC_JOB_USER)"
     if euid == 0:
         return ("jobs run as root, as the agents do (a local cluster runs your own jobs); "
-                "MINIHPC_JOB_USER=NAME runs them as that account")
+                "MINIHPC_JOB_USER=%u runs each user's jobs as that user, MINIHPC_JOB_USER=NAME all as NAME")
     return "jobs run as you, as any program you start would: one user's cluster"
+
+
+def runs_as_others(job_user: str, euid: int) -> bool:
+    """Whether the jobs' ranks run as other users than the cluster's own (root's, with
+    MINIHPC_JOB_USER set), who must then reach the job files in the state directory."""
+    return euid == 0 and bool(job_user)
+
+
+def check_reachable(prefix: str) -> None:
+    """UsageError when the jobs' users could not run this Python or import minihpc (``prefix``:
+    the environment, the package): a folder on the way is closed to them."""
+    closed = files.closed_to_others(prefix)
+    if closed is not None:
+        raise UsageError(f"MINIHPC_JOB_USER runs jobs as other users, who cannot pass through {closed} "
+                         f"(mode {os.stat(closed).st_mode & 0o7777:04o}) to {prefix}; install minihpc "
+                         "where they can read it (chmod o+x on that folder), or unset MINIHPC_JOB_USER")
+
+
+def open_to_jobs(state: LocalState, layout: dict[str, str], others: bool) -> None:
+    """The state directory is its owner's alone (0700). When jobs run as other users they may
+    pass through it to the shared folders (0711: no listing), whose job folders the agents hand
+    to each job's user (node.identity); Redis's data and the daemons' logs and commands stay
+    private, and the data folder is everyone's to read."""
+    state.root.chmod(0o711 if others else 0o700)
+    for path in (state.redis_dir, state.run_dir):
+        path.chmod(0o700)
+    if others:
+        state.shared.chmod(0o711)
+        for path in (Path(layout["spool_dir"]).parent, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir"))):
+            path.chmod(0o711)
+        Path(layout["data_dir"]).chmod(0o755)
 
 
 def _check_free(state: LocalState, workers: int, port: int, api_port: int | None) -> None:
@@ -144,12 +176,18 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     layout = shared_layout(state.shared, "local")
     for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
         path.mkdir(parents=True, exist_ok=True)
-    state.root.chmod(0o700)
+    others = runs_as_others(os.environ.get("MINIHPC_JOB_USER", ""), os.geteuid())
+    if others:
+        for needed in (sys.prefix, os.path.realpath(sys.executable), sys.base_prefix,
+                       os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+            check_reachable(needed)
+    open_to_jobs(state, layout, others)
     passwords = {role: secrets.token_urlsafe(24) for role in acl.ROLES}
     urls = {role: acl.url(role, passwords[role], "127.0.0.1", port) for role in acl.ROLES}
     url = urls["cli"]
     # Each daemon connects as its role; safe path: no imports from the cwd.
     daemon_env = {role: {"MINIHPC_REDIS_URL": urls[role], "PYTHONSAFEPATH": "1"} for role in ("master", "node", "cli")}
+    daemon_env["node"]["MINIHPC_NODE_OWNS_HOST"] = "0"  # one machine, many nodes, and you (node.sweep)
     env = {role: dict(os.environ, **extra) for role, extra in daemon_env.items()}
     state.save_redis_acl(acl.acl_file(passwords))
     state.save_redis_conf(redis_conf(state, port))

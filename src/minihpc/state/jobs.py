@@ -71,6 +71,8 @@ class JobRecords:
                 if job.array_job_id is not None:
                     pipe.zadd(keys.array_tasks(job.array_job_id), {job.id: job.array_task_id})
                 publish(pipe, job_event(job.id, job.state.value))
+            for user in {job.user for job in jobs}:
+                pipe.sadd(keys.user_jobs(user), *(job.id for job in jobs if job.user == user))
             pipe.rpush(keys.EVENTS, f"submit {jobs[0].id}" + (f" (+{len(jobs) - 1})" if len(jobs) > 1 else ""))
             pipe.execute()
 

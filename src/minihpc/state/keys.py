@@ -105,8 +105,17 @@ USER_UIDS = "minihpc:users:uids"
 USER_UID_SEQ = "minihpc:users:uid_seq"
 """How many users have been given a uid (the next one is core.tenants.allocated(seq + 1))."""
 
+USER_JOBS = "minihpc:user:{0}:jobs"
+"""Set: ids of user {0}'s jobs, added at submit; a job that ended or was forgotten is taken out
+when the set is next counted against the user's cap (state.users.live_jobs), so it never grows
+far past the cap."""
+
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
+
+
+def user_jobs(user: str) -> str:
+    return USER_JOBS.format(user)
 
 
 def job(job_id: int) -> str:

@@ -4,6 +4,7 @@ starts, and the same on every node for good."""
 from __future__ import annotations
 
 from minihpc.core import tenants
+from minihpc.core.models import JobState
 from minihpc.state import keys
 from minihpc.state.connect import text
 
@@ -23,3 +24,22 @@ class Users:
     def user_uids(self) -> dict[str, int]:
         """Every user given a uid, for operators (``minihpc users``-like reads)."""
         return {text(k): int(text(v)) for k, v in self.r.hgetall(keys.USER_UIDS).items()}
+
+    def live_jobs(self, user: str, enough: int) -> int:
+        """How many of ``user``'s jobs are pending or running, counted exactly once the set of
+        its jobs holds ``enough`` or more: then the ended and forgotten ones are taken out of it
+        (their state read in one round trip). Below that the set's size is the answer's upper
+        bound, which is all a cap needs."""
+        count = int(self.r.scard(keys.user_jobs(user)))
+        if count < enough:
+            return count
+        ids = [text(i) for i in self.r.smembers(keys.user_jobs(user))]
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(int(job_id)), "state")
+            states = pipe.execute()
+        live = {JobState.PENDING.value, JobState.RUNNING.value}
+        gone = [job_id for job_id, state in zip(ids, states) if text(state) not in live]
+        if gone:
+            self.r.srem(keys.user_jobs(user), *gone)
+        return len(ids) - len(gone)

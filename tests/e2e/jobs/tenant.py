@@ -1,6 +1,7 @@
 """Two users on one cluster (issue 33). ``tenant.py keep SECONDS``: the victim writes a
 checkpoint file, stays RUNNING for SECONDS, and checks the file is still its own.
-``tenant.py attack JOB``: the attacker tries job JOB's checkpoint folder, then leaves a process
+``tenant.py attack JOB``: the attacker tries job JOB's checkpoint folder, spooled script and
+logs, then leaves a process
 behind that ignores SIGTERM and re-forks every 0.2 s (the test checks none of it survives)."""
 import os
 import pwd
@@ -24,15 +25,42 @@ if sys.argv[1] == "keep":
         print("KEPT" if fh.read() == secret else "CHANGED", flush=True)
     sys.exit(0)
 
-theirs = os.path.join(os.path.dirname(mine), f"job-{sys.argv[2]}")
-for what, attempt in (("list", lambda: os.listdir(theirs)),
-                      ("read", lambda: open(os.path.join(theirs, "ckpt-0.txt")).read()),
-                      ("write", lambda: open(os.path.join(theirs, "ckpt-0.txt"), "w").write("bob was here"))):
+victim = sys.argv[2]
+theirs = os.path.join(os.path.dirname(mine), f"job-{victim}")
+# The layout is no secret: <shared>/models/job-N, <shared>/jobs/spool/job-N, <shared>/logs/job-N.
+shared = os.path.dirname(os.path.dirname(mine))
+spooled = os.path.join(shared, "jobs", "spool", f"job-{victim}")
+logs = os.path.join(shared, "logs", f"job-{victim}")
+
+
+def first_log():
+    return open(os.path.join(logs, sorted(os.listdir(logs))[0])).read()
+
+
+def a_log():
+    """One of their nodes' logs, by the names nodes have (the folder cannot be listed)."""
+    refused = FileNotFoundError(logs)
+    for node in ("master-node", *(f"worker-node-{i}" for i in range(1, 9))):
+        try:
+            return open(os.path.join(logs, node + ".log")).read()
+        except PermissionError as exc:
+            refused = exc
+        except FileNotFoundError:
+            pass
+    raise refused
+
+
+for what, attempt in (("list their checkpoint", lambda: os.listdir(theirs)),
+                      ("read their checkpoint", lambda: open(os.path.join(theirs, "ckpt-0.txt")).read()),
+                      ("write their checkpoint", lambda: open(os.path.join(theirs, "ckpt-0.txt"), "w").write("bob was here")),
+                      ("read their spooled script", lambda: open(os.path.join(spooled, "tenant.py")).read()),
+                      ("list their logs", first_log),
+                      ("read their log", a_log)):
     try:
         attempt()
-        print(f"ATTACK {what} their checkpoint: SUCCEEDED", flush=True)
+        print(f"ATTACK {what}: SUCCEEDED", flush=True)
     except OSError as exc:
-        print(f"ATTACK {what} their checkpoint: refused ({type(exc).__name__})", flush=True)
+        print(f"ATTACK {what}: refused ({type(exc).__name__})", flush=True)
 
 if os.fork() == 0:  # a daemon out of the rank's session that ignores SIGTERM and re-forks
     os.setsid()

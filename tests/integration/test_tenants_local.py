@@ -1,0 +1,110 @@
+"""The attack suite's local-mode twin (issue 33): a local cluster started as root with
+MINIHPC_JOB_USER=%u runs alice's and bob's jobs under uids of their own, bob's job can neither
+list, read nor write alice's checkpoint, spooled script or logs, the re-forking daemon it leaves
+is gone when its job has ended, and one user's jobs are capped -- with real processes, a real
+Redis and the REST API, as on Compose (tests/e2e/test_security.py)."""
+
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from minihpc.core import tenants as tenants_module
+from minihpc.machine import files
+from tests.attacks import TENANT_ATTACKS
+from tests.conftest import wait_until
+from tests.integration.api_client import Api
+from tests.integration.conftest import start_cluster, stop_cluster
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run jobs as other users")]
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANT = (ROOT / "tests/e2e/jobs/tenant.py").read_text()
+CAP = 3
+
+
+@pytest.fixture
+def reachable():
+    """The jobs' users must reach this Python and minihpc, as a site's users must: a clone in a
+    0700 temporary folder (a CI's) is opened to them (o+x: passing through, no listing) for the
+    test, and closed again after."""
+    opened = []
+    for needed in (sys.prefix, os.path.realpath(sys.executable), sys.base_prefix, ROOT / "src"):
+        while (closed := files.closed_to_others(needed)) is not None and os.path.isdir(closed):
+            mode = stat.S_IMODE(os.stat(closed).st_mode)
+            os.chmod(closed, mode | stat.S_IXOTH)
+            opened.append((closed, mode))
+    yield
+    for path, mode in reversed(opened):
+        os.chmod(path, mode)
+
+
+@pytest.fixture
+def tenants(reachable):
+    state = Path(tempfile.mkdtemp(prefix="minihpc-tenants-"))  # not under pytest's 0700 folder
+    before = {entry.pw_uid for entry in pwd.getpwall()}
+    cluster = start_cluster(state, MINIHPC_JOB_USER="%u", MINIHPC_MAX_JOBS_PER_USER=str(CAP))
+    try:
+        yield Api(cluster)
+    finally:
+        stop_cluster(cluster)
+        shutil.rmtree(state, ignore_errors=True)
+        # The accounts the nodes added for the cluster's uids are this machine's: take them back.
+        for entry in pwd.getpwall():
+            if entry.pw_uid >= tenants_module.ALLOCATED_UID_BASE and entry.pw_uid not in before:
+                subprocess.run(["userdel", entry.pw_name], capture_output=True, check=False)
+                shutil.rmtree(entry.pw_dir, ignore_errors=True)
+
+
+def _of_uid(uid: int) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["uids", "status"])
+            if p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def test_local_mode_as_root_runs_each_users_jobs_as_that_user_and_bob_cannot_touch_alices(tenants):
+    api, cluster = tenants, tenants.cluster
+    alice_token, bob_token = api.token("alice"), api.token("bob")
+    alice = api.submit(alice_token, TENANT, script_name="tenant.py", args=["keep", "15"], nodes=2)
+    wait_until(lambda: cluster.show(alice)["state"] == "RUNNING", timeout=60, interval=0.3,
+               message="alice's job running")
+    bob = api.submit(bob_token, TENANT, script_name="tenant.py", args=["attack", str(alice)], nodes=1)
+    bobs = cluster.wait(bob, timeout=90)
+    ended = time.monotonic()
+    bob_logs = cluster.cli("logs", bob).stdout
+    bob_uid = int(re.search(r"tenant uid (\d+) gid (\d+) groups \[\]", bob_logs)[1])
+    alive = _of_uid(bob_uid)
+    print(bob_logs, f"{len(alive)} process(es) of bob's uid {time.monotonic() - ended:.2f} s after his job ended")
+    assert bobs["state"] == "COMPLETED", bob_logs
+    assert "left a re-forking daemon behind" in bob_logs and not alive, bob_logs
+    assert "ATTACK read their log: refused (PermissionError)" in bob_logs, bob_logs
+    assert dict(re.findall(r"ATTACK (.+?): (\w+)", bob_logs)) == {a: "refused" for a in TENANT_ATTACKS}, bob_logs
+
+    # One user's flood is capped (MINIHPC_MAX_JOBS_PER_USER, here 3): bob's ended job counts no more.
+    held = [api.submit(bob_token, "print('later')\n", begin="2099-01-01") for _ in range(CAP)]
+    refused = api.call("POST", "/jobs", bob_token, json={"script": "print('one too many')\n"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == (f"user bob has {CAP} job(s) pending or running and may have at most {CAP} "
+                                       "(MINIHPC_MAX_JOBS_PER_USER); this submit adds 1"), refused.text
+    assert api.call("POST", "/jobs", alice_token, json={"script": "print('alice is not bob')\n",
+                                                       "begin": "2099-01-01"}).status_code == 201
+    cluster.cli("cancel", *held)
+
+    done = cluster.wait(alice, timeout=90)
+    alice_logs = cluster.cli("logs", alice).stdout
+    assert done["state"] == "COMPLETED", alice_logs
+    assert alice_logs.count("KEPT") == 2, alice_logs
+    (alice_uid, home), = set(re.findall(r"tenant uid (\d+) gid \1 groups \[\] home (\S+)", alice_logs))
+    assert int(alice_uid) >= 200_000 and bob_uid >= 200_000 and int(alice_uid) != bob_uid, (alice_uid, bob_uid)
+    assert home == f"/var/lib/minihpc-homes/{alice_uid}"
+    assert re.search(rf"checkpoint dir mode 0o750 uid {alice_uid}", alice_logs), alice_logs
+    assert re.search(r"^tenant name alice$", alice_logs, re.M), alice_logs
