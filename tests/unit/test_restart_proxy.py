@@ -282,7 +282,7 @@ class FakeNodes:
         if self.error:
             raise self.error
         state = self.states.get(node)
-        return None if state is None else SimpleNamespace(state=state, last_heartbeat=self.last_beat)
+        return None if state is None else SimpleNamespace(state=state, last_heartbeat=self.last_beat, drain_reason=None)
 
 
 def rfc3339(at: float) -> str:

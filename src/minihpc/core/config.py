@@ -104,6 +104,12 @@ SPEED_PROBE = True
 python -m minihpc.machine.speed_probe, a few seconds of one process, in the background; the
 figure is ``nodes --long``'s GFLOPS). Off (0) for tests that start many agents."""
 
+LAUNCH_TIMEOUT = 60.0
+"""Seconds a running job's launch task may wait in its node's queue before the node is judged
+stuck (MINIHPC_LAUNCH_TIMEOUT: it heartbeats but takes no work; core.stuck): the job is
+requeued, the node drained and restarted. A healthy agent takes a launch within moments, or
+once it has torn down the job before (kill_wait and a sweep)."""
+
 MAX_JOBS_PER_USER = 10_000
 """How many jobs (array tasks each count) one user who is not an admin may have pending or
 running at once (MINIHPC_MAX_JOBS_PER_USER; 0: no cap): Slurm's MaxSubmitJobs per user. A
@@ -138,6 +144,7 @@ class Settings:
     poll_interval: float = POLL_INTERVAL
     max_requeues: int = MAX_REQUEUES
     progress_timeout: float = PROGRESS_TIMEOUT
+    launch_timeout: float = LAUNCH_TIMEOUT
     restart_budget: int = RESTART_BUDGET
     restart_window: float = RESTART_WINDOW
     restart_backoff_max: float = RESTART_BACKOFF_MAX

@@ -269,6 +269,7 @@ class NodeStatus:
     cpus: int = 0
     memory_bytes: int = 0
     last_heartbeat: float | None = None
+    registered_at: float | None = None  # when its agent last registered (started)
     metrics: str | None = None  # host:port of the node's Prometheus exporter, if it runs one
     gpus: int = 0  # GPUs the node has (--gres=gpu:N)
     gpu_devices: list[int] = field(default_factory=list)  # their ordinals on the node (core.gpus)

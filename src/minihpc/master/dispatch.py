@@ -9,7 +9,7 @@ from minihpc.core import gpus
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import Job, NodeStatus
 from minihpc.core.partitions import Partitions
-from minihpc.state.queues import node_queue
+from minihpc.state.queues import launch_id, node_queue
 
 LAUNCH_RESULT_TTL = 600
 """Seconds rq keeps a finished launch task's result."""
@@ -78,7 +78,7 @@ def dispatcher(store, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
                 timeout=-1,
                 result_ttl=LAUNCH_RESULT_TTL,
                 failure_ttl=LAUNCH_FAILURE_TTL,
-                job_id=f"minihpc-{job.id}-{job.attempts}-{spec.node}",
+                job_id=launch_id(job.id, job.attempts, spec.node),
                 description=f"job {job.id} attempt {job.attempts} on {spec.node}",
                 pipeline=pipe,
             )

@@ -75,6 +75,23 @@ class NodeHealth:
                 self.store.incident("drained", node.name, reason=reason)
                 log.error("node %s: drained (%s)", node.name, reason)
 
+    def restart_stuck(self, name: str, now: float) -> None:
+        """Restart a node that heartbeats but takes no work (master.stuck), within the same
+        budget as DOWN nodes: past it the node stays drained, for an operator."""
+        running = self.in_flight.get(name)
+        if self.restarter is None or (running is not None and running.is_alive()):
+            return
+        history = self.store.restarts(name)
+        if len(recent(history, self.policy, now)) >= self.policy.budget:
+            log.error("node %s: stuck, and restarted %d times within %.0fs; left drained", name,
+                      self.policy.budget, self.policy.window)
+            return
+        self.store.record_restart(name, now)
+        self.store.incident("restart", name, attempt=len(recent(history, self.policy, now)) + 1, cause="stuck")
+        thread = threading.Thread(target=self._restart, args=(name, now), name=f"restart-{name}", daemon=True)
+        self.in_flight[name] = thread
+        thread.start()
+
     def _notice(self, node: NodeStatus, now: float) -> None:
         known = before = self.alive.get(node.name)
         if before is None and (node.name in self.causes or node.name in self.seen_up):

@@ -25,6 +25,7 @@ from minihpc.master.crashes import CrashInbox
 from minihpc.master.dispatch import dispatcher
 from minihpc.master.health import NodeHealth
 from minihpc.master.stragglers import StragglerWatch
+from minihpc.master.stuck import StuckWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
@@ -73,6 +74,7 @@ class Master:
         self.restarter = restarter
         self.crashes = CrashInbox(self.store)
         self.stragglers = StragglerWatch(self.store)
+        self.stuck = StuckWatch(self.store, self.health, settings.launch_timeout)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
@@ -101,6 +103,7 @@ class Master:
         self.free_stale_allocations(nodes, now, quiet)
         if not quiet:
             self.stragglers.step(now)
+            self.stuck.step(nodes, now)
         return self.schedule(nodes, by_name, now)
 
     def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool,

@@ -129,7 +129,8 @@ class RestartProxy:
             status = self.nodes.status(node)
         except (ClusterUnavailable, redis.RedisError) as exc:
             return 503, f"cannot read {node}'s state from Redis ({exc}); not restarting"
-        refusal = state_refusal(node, None if status is None else status.state)
+        refusal = state_refusal(node, None if status is None else status.state,
+                                None if status is None else status.drain_reason)
         if refusal:
             return 409, refusal
         container = self.engine.find(self.project, node)
@@ -153,7 +154,7 @@ class RestartProxy:
         if container.get("State") == "paused":
             self.engine.act(cid, "unpause")
         self.engine.act(cid, f"restart?t={STOP_TIMEOUT}")
-        return 200, f"restarted {node} ({cid[:12]}), DOWN in Redis"
+        return 200, f"restarted {node} ({cid[:12]}), {'DOWN' if status.state is NodeState.DOWN else 'stuck'} in Redis"
 
 
 def stream_deaths(proxy: RestartProxy, stream: EventStream, out, peer: str) -> None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minihpc.core import stuck
 from minihpc.core.models import NodeState
 
 NODE_NAME = re.compile(r"^(master-node|worker-node-[0-9]{1,4})$")
@@ -69,11 +70,12 @@ def booting(running: bool, started_at: float | None, last_beat: float | None, no
             and now - started_at < BOOTING)
 
 
-def state_refusal(node: str, state: NodeState | None) -> str | None:
-    """Why ``node`` in ``state`` (None: not registered) is not restarted: only DOWN is."""
+def state_refusal(node: str, state: NodeState | None, drain_reason: str | None = None) -> str | None:
+    """Why ``node`` in ``state`` (None: not registered) is not restarted: only DOWN is, or one
+    the master drained as stuck (up, but taking no work: core.stuck)."""
     if state is None:
         return f"{node} is not registered in the cluster, not DOWN; not restarting"
-    if state is not NodeState.DOWN:
+    if state is not NodeState.DOWN and not stuck.is_stuck(drain_reason):
         return f"{node} is {state.value}, not DOWN; not restarting"
     return None
 

@@ -160,6 +160,36 @@ class NodeRegistry:
 
         return atomic(self.r, [keys.node_alloc(node)], body)
 
+    def waiting_launches(self, launches: list[tuple[str, str]]) -> list[bool]:
+        """For each (node, launch task id): whether the task still waits in the node's queue,
+        or was dequeued and never started (a worker that hangs right after its dequeue)."""
+        with self.r.pipeline(transaction=False) as pipe:
+            for node, task in launches:
+                pipe.lpos(keys.rq_queue(keys.node_queue(node)), task)
+                pipe.lpos(keys.rq_intermediate(keys.node_queue(node)), task)
+            found = pipe.execute()
+        return [found[2 * i] is not None or found[2 * i + 1] is not None for i in range(len(launches))]
+
+    def drop_launch(self, node: str, task: str) -> None:
+        """Take a launch task out of the node's queue (its job's attempt is over)."""
+        with self.r.pipeline() as pipe:
+            pipe.lrem(keys.rq_queue(keys.node_queue(node)), 0, task)
+            pipe.lrem(keys.rq_intermediate(keys.node_queue(node)), 0, task)
+            pipe.execute()
+
+    def lift_drain(self, node: str, reason: str) -> bool:
+        """Lift the node's drain only if it is still ``reason`` (an admin's drain made since
+        stays), keeping its restart history."""
+
+        def body(pipe):
+            if text(pipe.get(keys.node_drain(node))) != reason:
+                return False
+            pipe.multi()
+            pipe.delete(keys.node_drain(node))
+            return True
+
+        return atomic(self.r, [keys.node_drain(node)], body)
+
     def forget_node(self, node: str) -> bool:
         """Remove a DOWN node from the registry (a worker scaled away); False if it is up."""
         if self.r.exists(keys.node_alive(node)):
@@ -220,6 +250,7 @@ def _node_status(name: str, info: dict, alive, alloc, drain) -> NodeStatus:
         gpus=int(info.get("gpus") or 0),
         gpu_devices=_devices(info),
         last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+        registered_at=float(info["registered_at"]) if info.get("registered_at") else None,
         metrics=info.get("metrics") or None,
         cpu_model=info.get("cpu_model", ""),
         cpu_limit=measurements.number(info.get("cpu_limit")),

@@ -17,3 +17,8 @@ SERIALIZER = JSONSerializer
 def node_queue(store, node: str) -> Queue:
     """Node ``node``'s launch queue, on ``store``'s connection."""
     return Queue(keys.node_queue(node), connection=store.connection, serializer=SERIALIZER)
+
+
+def launch_id(job_id: int, attempt: int, node: str) -> str:
+    """The rq id of job ``job_id``'s launch task on ``node`` for ``attempt``."""
+    return f"minihpc-{job_id}-{attempt}-{node}"
