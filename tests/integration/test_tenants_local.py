@@ -33,7 +33,7 @@ TENANT = (ROOT / "tests/e2e/jobs/tenant.py").read_text()
 CAP = 3
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def reachable():
     """The jobs' users must reach this Python and minihpc, as a site's users must: a clone in a
     0700 temporary folder (a CI's) is opened to them (o+x: passing through, no listing) for the
@@ -49,7 +49,7 @@ def reachable():
         os.chmod(path, mode)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def tenants(reachable):
     state = Path(tempfile.mkdtemp(prefix="minihpc-tenants-"))  # not under pytest's 0700 folder
     before = {entry.pw_uid for entry in pwd.getpwall()}
@@ -108,3 +108,46 @@ def test_local_mode_as_root_runs_each_users_jobs_as_that_user_and_bob_cannot_tou
     assert home == f"/var/lib/minihpc-homes/{alice_uid}"
     assert re.search(rf"checkpoint dir mode 0o750 uid {alice_uid}", alice_logs), alice_logs
     assert re.search(r"^tenant name alice$", alice_logs, re.M), alice_logs
+
+
+SRUN_FLOOD = """#!/bin/bash
+srun -n 15000000 true
+echo "srun -n 15000000 exit $?"
+"""
+
+FIFO_TRAP = """import os, time
+path = os.environ["MINIHPC_PROGRESS_FILE"]  # where the agent reads this job's progress
+if os.path.exists(path):
+    os.unlink(path)
+os.mkfifo(path)
+print("planted a FIFO at the progress file", flush=True)
+time.sleep(2)
+"""
+
+
+def test_bobs_floods_and_traps_are_refused_or_contained_and_alices_next_job_runs(tenants):
+    api, cluster = tenants, tenants.cluster
+    bob = api.token("bob")
+    before = len(cluster.queue())
+    # A 1 MB args array of 1000 tasks: refused whole, nothing recorded.
+    flood = api.call("POST", "/jobs", bob, json={"script": "print(1)\n", "args": ["x" * 100_000] * 10,
+                                                 "array": "0-999"})
+    assert flood.status_code in (400, 413) and "error" in flood.json(), flood.text
+    assert len(cluster.queue()) == before
+    # The front of the queue is the admins' to give.
+    high = api.call("POST", "/jobs", bob, json={"script": "print(1)\n", "priority": "high"})
+    assert high.status_code == 403, high.text
+    # srun -n 15,000,000 in a batch job: the step is refused at once, the job goes on.
+    batch = api.submit(bob, SRUN_FLOOD, script_name="flood.sh")
+    done = cluster.wait(batch, timeout=60)
+    out = cluster.cli("logs", batch).stdout
+    assert done["state"] == "COMPLETED", out
+    assert re.search(r"srun -n 15000000 exit [1-9]", out) and "MaxTasksPerNode" in out, out
+    # A FIFO where the agent reads the job's progress: the agent never blocks on it.
+    trap = api.submit(bob, FIFO_TRAP, script_name="trap.py", nodes=3)
+    trapped = cluster.wait(trap, timeout=60)
+    assert trapped["state"] == "COMPLETED", cluster.cli("logs", trap).stdout
+    alice = api.token("alice")
+    after = api.submit(alice, "print('after the trap')\n", script_name="after.py", nodes=3)
+    assert cluster.wait(after, timeout=60)["state"] == "COMPLETED"
+    assert cluster.cli("logs", after).stdout.count("after the trap") == 3
