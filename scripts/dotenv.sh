@@ -45,7 +45,7 @@ env_ensure() {  # create .env from .env.example and generate every missing secre
         key=${line%%=*}
         grep -q "^$key=" "$ENV_FILE" || env_set "$key" "${line#*=}"
     done < <(grep -E '^[A-Z_]+=' .env.example)
-    for key in REDIS_MASTER_PASSWORD REDIS_NODE_PASSWORD REDIS_CLI_PASSWORD REDIS_EXPORTER_PASSWORD \
+    for key in REDIS_MASTER_PASSWORD REDIS_NODE_PASSWORD REDIS_CLI_PASSWORD REDIS_API_PASSWORD REDIS_EXPORTER_PASSWORD \
                GRAFANA_ADMIN_PASSWORD RESTART_TOKEN ALERT_TOKEN; do
         if [ -z "$(env_get "$key")" ]; then
             env_set "$key" "$(secret)"
@@ -58,7 +58,7 @@ REDIS_ACL_FILE=.minihpc/redis-users.acl
 redis_acl_write() {  # Redis's ACL file (one user per role) from the passwords in .env
     local role tmp
     local -a vars=()
-    for role in MASTER NODE CLI EXPORTER; do
+    for role in MASTER NODE CLI API EXPORTER; do
         vars+=("REDIS_${role}_PASSWORD=$(setting "REDIS_${role}_PASSWORD")")
     done
     mkdir -p "$(dirname "$REDIS_ACL_FILE")"

@@ -96,7 +96,7 @@ def test_no_connection_is_the_default_user(server):
 
 
 def test_each_role_has_its_keys(server):
-    master, node, cli, exporter = (server.client(r) for r in acl.ROLES)
+    master, node, cli, api, exporter = (server.client(r) for r in acl.ROLES)
     master.hset(keys.job(1), mapping={"state": "PENDING"})
     master.hset(keys.TOKENS, "digest", "{}")
     master.lpush("rq:queue:" + keys.node_queue("worker-node-1"), "job")
@@ -106,17 +106,27 @@ def test_each_role_has_its_keys(server):
     assert node.lpop("rq:queue:" + keys.node_queue("worker-node-1")) == b"job"
     assert "no permissions" in _refused(lambda: node.hget(keys.TOKENS, "digest"))
     assert "no permissions" in _refused(lambda: node.hset(keys.TOKENS, "mine", '{"admin": true}'))
-    # The CLI and the API submit and manage tokens; rq's keys are theirs to read only.
+    # The CLI submits and manages tokens; rq's keys are its to read only.
     cli.hset(keys.job(2), "state", "PENDING")
     assert cli.hget(keys.TOKENS, "digest") == b"{}"
     assert cli.llen("rq:queue:" + keys.node_queue("worker-node-1")) == 0
     assert "no permissions" in _refused(lambda: cli.lpush("rq:queue:" + keys.node_queue("worker-node-1"), "os.system"))
+    # The API submits, and checks tokens: it cannot mint one, change the cluster's settings or
+    # give a user a uid, nor push to rq.
+    api.hset(keys.job(3), "state", "PENDING")
+    api.sadd(keys.user_jobs("alice"), 3)
+    assert api.hget(keys.TOKENS, "digest") == b"{}"
+    for write in (lambda: api.hset(keys.TOKENS, "mine", '{"admin": true}'), lambda: api.hdel(keys.TOKENS, "digest"),
+                  lambda: api.hset(keys.CLUSTER, "max_jobs_per_user", "0"),
+                  lambda: api.hset(keys.USER_UIDS, "alice", "0"),
+                  lambda: api.lpush("rq:queue:" + keys.node_queue("worker-node-1"), "os.system")):
+        assert "no permissions" in _refused(write)
     # The exporter only reads.
     assert exporter.hget(keys.job(1), "state") == b"RUNNING"
     assert "no permissions" in _refused(lambda: exporter.hset(keys.job(1), "state", "CANCELLED"))
     assert "no permissions" in _refused(lambda: exporter.delete(keys.job(1)))
     # Nobody reaches keys that are not minihpc's or rq's.
-    for r in (master, node, cli):
+    for r in (master, node, cli, api):
         assert "no permissions" in _refused(lambda r=r: r.set("other:app", "x"))
 
 

@@ -68,7 +68,7 @@ def test_the_module_prints_the_file_from_the_environment_with_the_stdlib_only():
     bad = subprocess.run([sys.executable, "-S", "-m", "minihpc.state.acl"], env={"PYTHONPATH": str(src)},
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert bad.stderr.startswith("minihpc: no Redis password for the role(s) master, node, cli, exporter")
+    assert bad.stderr.startswith("minihpc: no Redis password for the role(s) master, node, cli, api, exporter")
 
 
 def test_urls_name_the_role():

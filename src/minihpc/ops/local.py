@@ -186,7 +186,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     urls = {role: acl.url(role, passwords[role], "127.0.0.1", port) for role in acl.ROLES}
     url = urls["cli"]
     # Each daemon connects as its role; safe path: no imports from the cwd.
-    daemon_env = {role: {"MINIHPC_REDIS_URL": urls[role], "PYTHONSAFEPATH": "1"} for role in ("master", "node", "cli")}
+    daemon_env = {role: {"MINIHPC_REDIS_URL": urls[role], "PYTHONSAFEPATH": "1"} for role in ("master", "node", "cli", "api")}
     daemon_env["node"]["MINIHPC_NODE_OWNS_HOST"] = "0"  # one machine, many nodes, and you (node.sweep)
     env = {role: dict(os.environ, **extra) for role, extra in daemon_env.items()}
     state.save_redis_acl(acl.acl_file(passwords))
@@ -215,7 +215,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     alert_token = secrets.token_urlsafe(24)  # what an Alertmanager posts to the API's /alerts with
     if api_port:
         pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"),
-                             dict(env["cli"], MINIHPC_ALERT_TOKEN=alert_token))
+                             dict(env["api"], MINIHPC_ALERT_TOKEN=alert_token))
     state.save_pids(pids)
     state.save_url(url)
     _wait_for_nodes(store, names, state)

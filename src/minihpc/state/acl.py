@@ -8,7 +8,10 @@ Roles:
 - ``master``: the scheduler and health monitor (and the CLI run beside it, where operators
   act for the cluster): every minihpc and rq key;
 - ``node``: a node agent: every minihpc key but the API tokens, and rq's;
-- ``cli``: the CLI and the REST API, the users' faces: minihpc's keys, rq's read only;
+- ``cli``: the CLI, the operators' and users' face on the host: minihpc's keys, rq's read only;
+- ``api``: the REST API: as ``cli``, but the API tokens, the cluster's settings and the users'
+  uids are read only to it -- it checks tokens, never makes them (an admin's CLI does), and a
+  flaw in it cannot mint an admin or change the cluster;
 - ``exporter``: whatever only looks (the restart proxy, a healthcheck): read-only.
 
 The ACL file holds each password's SHA-256 only, so it may lie beside the configuration.
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 
 from minihpc.state import keys
 
-ROLES = ("master", "node", "cli", "exporter")
+ROLES = ("master", "node", "cli", "api", "exporter")
 
 DENIED = ("flushall", "flushdb", "config", "debug", "module", "shutdown", "acl", "keys", "monitor",
           "save", "bgsave", "replicaof", "slaveof", "migrate", "restore", "swapdb")
@@ -62,6 +65,10 @@ def rules(role: str) -> list[str]:
                 f"&{RQ_KEYS}", "+@all", "-@dangerous", *RQ_EXTRA, *denied]
     if role == "cli":
         return ["~minihpc:*", f"%R~{RQ_KEYS}", f"&{keys.LIVE}", "+@all", "-@dangerous", *denied]
+    if role == "api":
+        fixed = (keys.TOKENS, keys.CLUSTER, keys.USER_UIDS, keys.USER_UID_SEQ)
+        return [*(f"~{p}" for p in minihpc_keys(exclude=fixed)), *(f"%R~{_pattern(t)}" for t in fixed),
+                f"%R~{RQ_KEYS}", f"&{keys.LIVE}", "+@all", "-@dangerous", *denied]
     if role == "exporter":
         return ["%R~minihpc:*", f"%R~{RQ_KEYS}", "+@read", "+@connection", "-@dangerous", *denied]
     raise ValueError(f"unknown Redis role {role!r}; the roles are {', '.join(ROLES)}")
