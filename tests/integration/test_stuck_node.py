@@ -7,8 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 import textwrap
+import time
 
 import pytest
 
