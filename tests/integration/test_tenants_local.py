@@ -4,6 +4,7 @@ list, read nor write alice's checkpoint, spooled script or logs, the re-forking 
 is gone when its job has ended, and one user's jobs are capped -- with real processes, a real
 Redis and the REST API, as on Compose (tests/e2e/test_security.py)."""
 
+import json
 import os
 import pwd
 import re
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.integration,
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = (ROOT / "tests/e2e/jobs/tenant.py").read_text()
 CAP = 3
+CHECKPOINT_CAP = 3 << 20
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,8 @@ def reachable():
 def tenants(reachable):
     state = Path(tempfile.mkdtemp(prefix="minihpc-tenants-"))  # not under pytest's 0700 folder
     before = {entry.pw_uid for entry in pwd.getpwall()}
-    cluster = start_cluster(state, MINIHPC_JOB_USER="%u", MINIHPC_MAX_JOBS_PER_USER=str(CAP))
+    cluster = start_cluster(state, MINIHPC_JOB_USER="%u", MINIHPC_MAX_JOBS_PER_USER=str(CAP),
+                            MINIHPC_MAX_CHECKPOINT_BYTES_PER_USER=str(CHECKPOINT_CAP))
     try:
         yield Api(cluster)
     finally:
@@ -151,3 +154,34 @@ def test_bobs_floods_and_traps_are_refused_or_contained_and_alices_next_job_runs
     after = api.submit(alice, "print('after the trap')\n", script_name="after.py", nodes=3)
     assert cluster.wait(after, timeout=60)["state"] == "COMPLETED"
     assert cluster.cli("logs", after).stdout.count("after the trap") == 3
+
+
+WRITE = """import os, sys
+with open(os.path.join(os.environ["MINIHPC_CHECKPOINT_DIR"], "ckpt.bin"), "wb") as fh:
+    fh.write(os.urandom(int(sys.argv[1]) << 20))
+print("wrote", sys.argv[1], "MiB", flush=True)
+"""
+
+
+def test_a_users_checkpoints_past_the_cap_go_from_its_oldest_ended_jobs_and_no_one_elses(tenants):
+    api, cluster = tenants, tenants.cluster
+    models = cluster.state_dir / "shared" / "models"
+    carol, dave = api.token("carol"), api.token("dave")
+
+    def run(token, mib):
+        job = api.submit(token, WRITE, script_name="write.py", args=[str(mib)])
+        assert cluster.wait(job, timeout=60)["state"] == "COMPLETED", cluster.cli("logs", job).stdout
+        return job
+
+    first, second, daves = run(carol, 2), run(carol, 2), run(dave, 2)
+    assert all((models / f"job-{j}" / "ckpt.bin").exists() for j in (first, second, daves))
+    third = run(carol, 1)  # carol keeps 4 MiB past her 3 MiB: her oldest ended job's go
+    logs = cluster.cli("logs", third).stdout
+    print(logs)
+    assert not (models / f"job-{first}").exists(), logs
+    assert all((models / f"job-{j}" / "ckpt.bin").exists() for j in (second, daves, third))
+    assert f"removed those of ended job(s) {first} (0.00 GiB)" in logs and "carol's checkpoints took" in logs, logs
+    pruned = [i for i in json.loads(cluster.cli("incidents", "--json", "--limit", 50).stdout)
+              if i["kind"] == "checkpoints_pruned"]
+    assert [(i["user"], i["jobs"], i["job"]) for i in pruned] == [("carol", [first], third)], pruned
+    assert pruned[0]["freed_bytes"] == 2 << 20

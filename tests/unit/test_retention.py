@@ -71,3 +71,19 @@ def test_bad_retention_settings_are_refused(monkeypatch, tmp_path, env, message)
     monkeypatch.setenv("MINIHPC_STATE_DIR", str(tmp_path))
     with pytest.raises(UsageError, match=message):
         load_settings(env=env)
+
+
+def test_a_users_checkpoints_past_the_cap_go_from_its_oldest_jobs_that_ended_for_good():
+    from minihpc.core.retention import checkpoints_to_prune
+
+    folders = [(1, 40, "COMPLETED", 100.0), (2, 40, "FAILED", 50.0), (3, 40, "NODE_FAIL", 10.0),
+               (4, 40, "RUNNING", None), (5, 40, "CANCELLED", 200.0)]
+    assert checkpoints_to_prune(folders, 200) == []  # 200 bytes fit
+    assert checkpoints_to_prune(folders, 0) == []  # no cap
+    # The oldest that ended for good first (2, then 1), until the rest fits; a NODE_FAIL job may
+    # be requeued, so it is not one of them.
+    assert checkpoints_to_prune(folders, 170) == [2]
+    assert checkpoints_to_prune(folders, 150) == [2, 1]
+    assert checkpoints_to_prune(folders, 100) == [2, 1, 5]
+    assert checkpoints_to_prune(folders, 10) == [2, 1, 5]  # never a live one's, whatever is left
+    assert checkpoints_to_prune([(9, 50, "COMPLETED", None), (8, 50, "COMPLETED", 5.0)], 60) == [9]  # forgotten: oldest

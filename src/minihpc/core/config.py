@@ -115,6 +115,11 @@ MAX_JOBS_PER_USER = 10_000
 running at once (MINIHPC_MAX_JOBS_PER_USER; 0: no cap): Slurm's MaxSubmitJobs per user. A
 submit past it is refused with one line, so one user's flood cannot fill Redis or the queue."""
 
+MAX_CHECKPOINT_BYTES_PER_USER = 20 << 30
+"""Bytes of checkpoints one user keeps when jobs run as their owners
+(MINIHPC_MAX_CHECKPOINT_BYTES_PER_USER; 0: no cap): when one of the user's jobs starts, the
+checkpoints of its oldest jobs that ended for good go until the rest fits (node.quota)."""
+
 NODE_OWNS_HOST = True
 """Whether a node agent has its machine's process space to itself (MINIHPC_NODE_OWNS_HOST): a
 container or a host, as in Compose and on Ansible hosts. Then a job's end kills every process of
@@ -150,6 +155,7 @@ class Settings:
     restart_backoff_max: float = RESTART_BACKOFF_MAX
     max_tasks_per_node: int = MAX_TASKS_PER_NODE
     max_jobs_per_user: int = MAX_JOBS_PER_USER
+    max_checkpoint_bytes_per_user: int = MAX_CHECKPOINT_BYTES_PER_USER
     job_user: str = JOB_USER
     service_user: str = SERVICE_USER
     job_log_max: int = JOB_LOG_MAX
@@ -195,7 +201,8 @@ def published_settings(settings: Settings) -> dict[str, str]:
     checks a submission against, one value for the whole cluster whoever submits."""
     parts = partitions.parse(settings.partitions, settings.default_partition, settings.node_features)
     return {"max_tasks_per_node": str(settings.max_tasks_per_node),
-            "max_jobs_per_user": str(settings.max_jobs_per_user), **parts.to_record()}
+            "max_jobs_per_user": str(settings.max_jobs_per_user),
+            "max_checkpoint_bytes_per_user": str(settings.max_checkpoint_bytes_per_user), **parts.to_record()}
 
 
 def local_redis_url_file(state_dir: Path | None = None) -> Path:
@@ -241,8 +248,8 @@ def _read_toml(path: Path) -> dict:
     return dict(section)
 
 
-_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "max_jobs_per_user": 0, "job_log_max": 0, "keep_ended_jobs": 0,
-           "node_gpus": -1}
+_COUNTS = {"max_requeues": 0, "restart_budget": 1, "max_tasks_per_node": 0, "max_jobs_per_user": 0,
+           "max_checkpoint_bytes_per_user": 0, "job_log_max": 0, "keep_ended_jobs": 0, "node_gpus": -1}
 """Whole-number settings, with their least value."""
 
 

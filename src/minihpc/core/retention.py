@@ -32,3 +32,25 @@ def to_forget(ended: Sequence[tuple[int, float]], now: float, keep_jobs: int, ke
             chosen.append(job_id)
     return chosen
 
+
+
+PRUNABLE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+"""The states whose checkpoints a user's cap may take: ended for good (a NODE_FAIL job may be
+requeued, and resumes from its checkpoint)."""
+
+
+def checkpoints_to_prune(folders: Sequence[tuple[int, int, str, float | None]], cap: int) -> list[int]:
+    """Which of one user's checkpoint folders go so that what the user keeps fits ``cap`` bytes
+    (0: no cap): those of the user's oldest jobs that ended for good, oldest first, until the
+    rest fits -- never a pending or running job's (it may resume from it). ``folders``: (job
+    id, bytes, state, ended_at) of every folder of the user's."""
+    total = sum(size for _, size, _, _ in folders)
+    if not cap or total <= cap:
+        return []
+    chosen = []
+    for job_id, size, _, _ in sorted((f for f in folders if f[2] in PRUNABLE), key=lambda f: (f[3] or 0.0, f[0])):
+        if total <= cap:
+            break
+        chosen.append(job_id)
+        total -= size
+    return chosen

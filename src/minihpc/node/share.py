@@ -27,7 +27,7 @@ from minihpc.job import progress
 from minihpc.machine import files
 from minihpc.machine.ports import free_port
 from minihpc.machine.processes import process_tree, teardown
-from minihpc.node import batch, identity, job_output, job_signals, joblog, reports, sweep
+from minihpc.node import batch, identity, job_output, job_signals, joblog, quota, reports, sweep
 from minihpc.node.warm import Unavailable, WarmLauncher, WarmProcess
 from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
@@ -190,6 +190,8 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
                 # The user's, and the daemons' group's to read (make validate-model, the demo);
                 # no other user's job's.
                 identity.give(spec.checkpoint_dir, who, 0o750, identity.parent_group(spec.checkpoint_dir))
+            with _failing("cannot make room for the job's checkpoints"):
+                quota.enforce(store, spec, who, settings.job_user, out)
         if spec.launch == BATCH:
             result, stopped, left = batch.run(spec, store, settings, shutting_down, out, who,
                                               lambda: _stop_reason(spec, store, shutting_down),

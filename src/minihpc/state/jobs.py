@@ -147,6 +147,15 @@ class JobRecords:
             values = pipe.execute()
         return {i: JobState(text(v)) if v else None for i, v in zip(ids, values)}
 
+    def ended_at(self, ids: Iterable[int]) -> dict[int, float]:
+        """When each of these jobs ended, for those that did and are remembered."""
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.zscore(keys.JOBS_ENDED, job_id)
+            values = pipe.execute()
+        return {i: float(v) for i, v in zip(ids, values) if v is not None}
+
     def attempt_is_current(self, job_id: int, attempt: int) -> bool:
         """Whether the job is RUNNING its attempt ``attempt`` (a node's launch task checks)."""
         state, attempts = self.r.hmget(keys.job(job_id), "state", "attempts")
