@@ -180,7 +180,7 @@ def test_a_users_checkpoints_past_the_cap_go_from_its_oldest_ended_jobs_and_no_o
     print(logs)
     assert not (models / f"job-{first}").exists(), logs
     assert all((models / f"job-{j}" / "ckpt.bin").exists() for j in (second, daves, third))
-    assert f"removed those of ended job(s) {first} (0.00 GiB)" in logs and "carol's checkpoints took" in logs, logs
+    assert f"removed those of ended job(s) {first} (2.0MiB)" in logs and "carol's checkpoints took" in logs, logs
     pruned = [i for i in json.loads(cluster.cli("incidents", "--json", "--limit", 50).stdout)
               if i["kind"] == "checkpoints_pruned"]
     assert [(i["user"], i["jobs"], i["job"]) for i in pruned] == [("carol", [first], third)], pruned

@@ -12,7 +12,7 @@ from minihpc.core.arrays import collapse_pending
 from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.outcome import format_exit
 from minihpc.core.partitions import Partitions
-from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed
+from minihpc.core.parsing import compress_hostlist, format_duration, format_elapsed, human_bytes
 from minihpc.core.slurm_formats import View
 
 
@@ -21,15 +21,6 @@ def render(headers: list[str], rows: list[list[str]], header: bool = True) -> st
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines if header else lines[1:])
-
-
-def human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{count}B"
 
 
 def clock(ts: float) -> str:

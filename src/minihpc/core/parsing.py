@@ -246,3 +246,13 @@ def _expand_ranges(ranges: str, text: str) -> list[str]:
             raise UsageError(f"host list {text!r} names more than {HOSTLIST_MAX} hosts")
         out.extend(str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1))
     return out
+
+
+def human_bytes(count: int) -> str:
+    """1.5GiB, 12.0MiB, 512B: a size as people read it."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{count}B"

@@ -12,14 +12,12 @@ import os
 import shutil
 
 from minihpc.core import tenants
+from minihpc.core.parsing import human_bytes
 from minihpc.core.retention import checkpoints_to_prune
 from minihpc.node import joblog
 from minihpc.node.identity import Identity
 
 log = logging.getLogger(__name__)
-
-GIB = 1 << 30
-
 
 def usage(path: str) -> int:
     """Bytes of the files under ``path`` (links not followed)."""
@@ -77,9 +75,9 @@ def make_room(store, root: str, who: Identity, cap: int, job_id: int) -> tuple[l
 
 def line(who: Identity, chosen: list[int], freed: int, had: int, cap: int) -> str:
     """The job log's line about what went."""
-    return (f"=== minihpc: {who.user}'s checkpoints took {had / GIB:.2f} GiB, more than the {cap / GIB:.2f} GiB "
+    return (f"=== minihpc: {who.user}'s checkpoints took {human_bytes(had)}, more than the {human_bytes(cap)} "
             f"one user keeps (MINIHPC_MAX_CHECKPOINT_BYTES_PER_USER): removed those of ended job(s) "
-            f"{', '.join(map(str, chosen))} ({freed / GIB:.2f} GiB) ===\n")
+            f"{', '.join(map(str, chosen))} ({human_bytes(freed)}) ===\n")
 
 
 def enforce(store, spec, who: Identity | None, job_user: str, out) -> None:
