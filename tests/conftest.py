@@ -31,3 +31,32 @@ def docker_answers() -> bool:
     if shutil.which("docker") is None:
         return False
     return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+
+
+FREEZER = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
+tid = int(sys.argv[1])  # this thread alone stops: no group stop, the process's other threads run on
+for request in (PTRACE_SEIZE, PTRACE_INTERRUPT):
+    if libc.ptrace(request, tid, None, None) != 0:
+        sys.exit(f"ptrace {request:#x} of {tid}: errno {ctypes.get_errno()}")
+print("frozen", flush=True)
+time.sleep(3600)  # the trace, and so the stop, lasts while this process does
+"""
+
+
+def freeze_main_thread(pid: int) -> subprocess.Popen:
+    """Stop the main thread of process ``pid`` (a node agent's worker) while its other threads
+    (its heartbeat) run on, as a hung call would leave it: with ptrace, for as long as the
+    returned process lives (root only). Kill that process to let the thread go."""
+    import sys
+
+    freezer = subprocess.Popen([sys.executable, "-c", FREEZER, str(pid)], stdout=subprocess.PIPE, text=True)
+    line = freezer.stdout.readline().strip()
+    if line != "frozen":
+        freezer.kill()
+        raise AssertionError(f"could not stop the main thread of {pid}: {line or freezer.wait()}")
+    return freezer

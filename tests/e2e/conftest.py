@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "minihpc-e2e"
 LOG_MAX = 4 * 1024 * 1024
 """The suite's cap on a job's log per node (MINIHPC_JOB_LOG_MAX), small so a flood is quick."""
+LAUNCH_TIMEOUT = 20
+"""The suite's MINIHPC_LAUNCH_TIMEOUT, short so a stuck node is found soon (the master adds
+twice the kill wait, 3 s)."""
 
 pytestmark = pytest.mark.e2e
 
@@ -45,6 +48,7 @@ class ComposeCluster:
             GRAFANA_PORT=str(free_port()),
             MINIHPC_API_PORT=str(free_port()),
             MINIHPC_JOB_LOG_MAX=str(LOG_MAX),
+            MINIHPC_LAUNCH_TIMEOUT=str(LAUNCH_TIMEOUT),
         )
         self.env.pop("MINIHPC_REDIS_URL", None)
         self.compose = compose_command()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests import panels
-from tests.conftest import wait_until
+from tests.conftest import freeze_main_thread, wait_until
 
 
 def container(cluster, service) -> str:
@@ -168,6 +168,39 @@ def test_a_node_that_keeps_dying_is_drained_and_resume_puts_it_back(idle):
     wait_until(lambda: node_state(idle, node)["state"] == "idle", timeout=120, interval=1, message=f"{node} back")
     job_id = idle.submit("jobs/hello.py", nodes=3)
     assert idle.wait(job_id, timeout=180)["state"] == "COMPLETED"
+
+
+def _agent_pid(cluster, service) -> int:
+    """The host's pid of the node agent in ``service``'s container (below Docker's init)."""
+    import psutil
+
+    init = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container(cluster, service)],
+                              capture_output=True, text=True, check=True).stdout)
+    return next(p.pid for p in [psutil.Process(init), *psutil.Process(init).children(recursive=True)]
+                if "agent" in p.cmdline())
+
+
+def test_a_node_that_heartbeats_but_takes_no_work_is_drained_restarted_and_its_job_requeued(idle):
+    """Issue 33, a stuck worker: the agent's worker thread is stopped (ptrace) while its heartbeat
+    thread beats on. The master finds the launch it never took, requeues the job, drains the
+    node (no new job goes there) and has the restart proxy restart it though it is up; back,
+    the drain is lifted and the job completes on all three nodes."""
+    node, since = "master-node", time.time()
+    freezer = freeze_main_thread(_agent_pid(idle, node))
+    try:
+        job_id = idle.submit("jobs/hello.py", nodes=3)
+        wait_until(lambda: node_state(idle, node)["drain_reason"] or None, timeout=120, interval=1,
+                   message=f"{node} drained as stuck")
+        assert node_state(idle, node)["drain_reason"].startswith("stuck: took no launch for"), node_state(idle, node)
+        job = idle.wait(job_id, timeout=240)
+    finally:
+        freezer.kill()
+    logs = idle.make("logs", f"ID={job_id}").stdout
+    kinds = [i["kind"] for i in incidents_since(idle, since, node)]
+    assert job["state"] == "COMPLETED" and job["attempts"] == 2, (job["state"], job["attempts"], kinds, logs[-2000:])
+    assert kinds.index("stuck") < kinds.index("restart") < kinds.index("unstuck"), kinds
+    assert len(set(re.findall(r"hello from rank (\d) of 3", logs))) == 3, logs[-2000:]
+    wait_until(lambda: node_state(idle, node)["state"] == "idle", timeout=60, interval=1, message=f"{node} idle")
 
 
 def test_every_dashboard_panel_returns_data_while_training_runs(idle):

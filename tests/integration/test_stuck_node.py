@@ -1,36 +1,19 @@
 """A node whose agent heartbeats but takes no work (issue 33: a stuck worker) is found, its job
 requeued, the node drained, restarted and given jobs again -- with a real local cluster. The
 agent is made stuck from outside, as a hung call would leave it: its worker (the main thread)
-is stopped with ptrace while its heartbeat thread beats on."""
+is stopped with ptrace while its heartbeat thread beats on (tests.conftest.freeze_main_thread)."""
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import freeze_main_thread, wait_until
 from tests.integration.conftest import start_cluster, stop_cluster
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to ptrace an agent")]
-
-FREEZER = textwrap.dedent("""
-    import ctypes, sys, time
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.restype = ctypes.c_long
-    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-    PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
-    tid = int(sys.argv[1])  # a thread alone stops: no group stop, the other threads run on
-    for request in (PTRACE_SEIZE, PTRACE_INTERRUPT):
-        if libc.ptrace(request, tid, None, None) != 0:
-            sys.exit(f"ptrace {request:#x} of {tid}: errno {ctypes.get_errno()}")
-    print("frozen", flush=True)
-    time.sleep(3600)  # the trace, and so the stop, lasts while this process does
-""")
 
 
 def _incidents(c, since: float) -> list[dict]:
@@ -38,15 +21,14 @@ def _incidents(c, since: float) -> list[dict]:
 
 
 def test_a_node_that_heartbeats_but_takes_no_work_is_restarted_and_its_job_requeued(tmp_path):
-    c = start_cluster(tmp_path / "state", MINIHPC_LAUNCH_TIMEOUT="3")
+    c = start_cluster(tmp_path / "state", MINIHPC_LAUNCH_TIMEOUT="3", MINIHPC_KILL_WAIT="1")
     freezer = None
     try:
         script = tmp_path / "hello.py"
         script.write_text("import os\nprint('hello from', os.environ['SLURMD_NODENAME'], flush=True)\n")
         pid = json.loads((c.state_dir / "pids.json").read_text())["worker-node-2"]
         since = time.time()
-        freezer = subprocess.Popen([sys.executable, "-c", FREEZER, str(pid)], stdout=subprocess.PIPE, text=True)
-        assert freezer.stdout.readline().strip() == "frozen"
+        freezer = freeze_main_thread(pid)
         time.sleep(1.5)  # beats on: still up, so the scheduler gives it the job
         assert next(n for n in c.nodes() if n["name"] == "worker-node-2")["state"] == "idle"
 

@@ -74,7 +74,9 @@ class Master:
         self.restarter = restarter
         self.crashes = CrashInbox(self.store)
         self.stragglers = StragglerWatch(self.store)
-        self.stuck = StuckWatch(self.store, self.health, settings.launch_timeout)
+        # An agent takes its next launch once it has torn its last job down (SIGTERM, kill_wait,
+        # SIGKILL, the sweep): that much more before a launch waiting is a stuck node.
+        self.stuck = StuckWatch(self.store, self.health, settings.launch_timeout + 2 * settings.kill_wait)
 
     def publish_targets(self, nodes: list[NodeStatus]) -> None:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
