@@ -34,7 +34,7 @@ def docker_answers() -> bool:
 
 
 FREEZER = """
-import ctypes, sys, time
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.restype = ctypes.c_long
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -44,7 +44,15 @@ for request in (PTRACE_SEIZE, PTRACE_INTERRUPT):
     if libc.ptrace(request, tid, None, None) != 0:
         sys.exit(f"ptrace {request:#x} of {tid}: errno {ctypes.get_errno()}")
 print("frozen", flush=True)
-time.sleep(3600)  # the trace, and so the stop, lasts while this process does
+# The stop lasts while the trace does. A tracee that is killed is the tracer's to collect first
+# (else it stays a zombie, and Docker never sees its container end): wait for its end, then go.
+while True:
+    try:
+        _, status = os.waitpid(tid, 0x40000000)  # __WALL
+    except ChildProcessError:
+        break
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+        break
 """
 
 

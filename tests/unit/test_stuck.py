@@ -24,14 +24,14 @@ def test_a_launch_still_in_its_queue_makes_its_node_stuck():
     assert stuck.stuck(launches, [False, False]) == {}
 
 
-def test_the_drain_is_lifted_once_the_node_registered_after_its_restart():
+def test_the_drain_is_lifted_once_the_node_registered_after_it_was_found_stuck():
     reason = stuck.drain_reason(61.4)
     assert reason == "stuck: took no launch for 61s while heartbeating" and stuck.is_stuck(reason)
     assert not stuck.is_stuck("maintenance") and not stuck.is_stuck(None)
     node = NodeStatus(name="b", addr="b", alive=True, drain_reason=reason, registered_at=200.0)
-    assert stuck.back(node, restarted_at=190.0)
-    assert not stuck.back(node, restarted_at=210.0)  # registered before the restart: the stuck agent
-    assert not stuck.back(node, restarted_at=None)
+    assert stuck.back(node, found_at=190.0)
+    assert not stuck.back(node, found_at=210.0)  # registered before it was found: the stuck agent
+    assert not stuck.back(node, found_at=None)
     assert not stuck.back(NodeStatus(name="b", addr="b", alive=False, drain_reason=reason, registered_at=200.0), 190.0)
     admins = NodeStatus(name="b", addr="b", alive=True, drain_reason="maintenance", registered_at=200.0)
     assert not stuck.back(admins, 190.0)

@@ -40,7 +40,8 @@ def is_stuck(drain: str | None) -> bool:
     return drain is not None and drain.startswith(PREFIX)
 
 
-def back(node: NodeStatus, restarted_at: float | None) -> bool:
-    """Whether a node drained as stuck has come back: up, and registered since its restart."""
-    return (node.alive and is_stuck(node.drain_reason) and restarted_at is not None
-            and node.registered_at is not None and node.registered_at > restarted_at)
+def back(node: NodeStatus, found_at: float | None) -> bool:
+    """Whether a node drained as stuck has come back: up, and registered since it was found
+    stuck (a stuck agent registers no more: a registration is a new agent's)."""
+    return (node.alive and is_stuck(node.drain_reason) and found_at is not None
+            and node.registered_at is not None and node.registered_at > found_at)

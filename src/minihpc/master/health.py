@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from minihpc.core.models import NodeStatus
 from minihpc.core.restart_policy import Action, RestartPolicy, decide, lapsed_at, recent
@@ -86,11 +87,16 @@ class NodeHealth:
             log.error("node %s: stuck, and restarted %d times within %.0fs; left drained", name,
                       self.policy.budget, self.policy.window)
             return
-        self.store.record_restart(name, now)
         self.store.incident("restart", name, attempt=len(recent(history, self.policy, now)) + 1, cause="stuck")
-        thread = threading.Thread(target=self._restart, args=(name, now), name=f"restart-{name}", daemon=True)
+        thread = threading.Thread(target=self._restart_stuck, args=(name, now), name=f"restart-{name}", daemon=True)
         self.in_flight[name] = thread
         thread.start()
+
+    def _restart_stuck(self, name: str, at: float) -> None:
+        """The restart is counted when it is done: the node is DOWN while it boots, and a
+        restart made since that outage began is one the monitor gives time to boot."""
+        if self._restart(name, at):
+            self.store.record_restart(name, time.time())
 
     def _notice(self, node: NodeStatus, now: float) -> None:
         known = before = self.alive.get(node.name)
@@ -117,10 +123,12 @@ class NodeHealth:
             else:
                 log.warning("node %s: DOWN (no heartbeat for %.1fs)", node.name, silent or -1)
 
-    def _restart(self, name: str, at: float) -> None:
+    def _restart(self, name: str, at: float) -> bool:
+        """Whether the node was restarted (a refusal or a failure is an incident)."""
         try:
             self.restarter.restart(name)
             log.warning("node %s: restarted", name)
+            return True
         except RestartRefused as exc:
             # Not restarted: ask again when the restarter said, not after a boot grace.
             if exc.retry_after is not None:
@@ -128,6 +136,8 @@ class NodeHealth:
                 self.not_before[name] = at + exc.retry_after
             self.store.incident("restart_failed", name, error=str(exc)[:300])
             log.warning("node %s: restart refused for now (%s)", name, exc)
+            return False
         except Exception as exc:  # noqa: BLE001 - a failed restart is an incident, not a crash
             self.store.incident("restart_failed", name, error=str(exc)[:300])
             log.error("node %s: restart failed: %s", name, exc)
+            return False

@@ -29,6 +29,7 @@ class StuckWatch:
         self.interval = min(interval, timeout / 4)
         self.next_at = 0.0
         self.taken: set[tuple[int, int, str]] = set()  # (job, attempt, node) launches seen taken
+        self.found_at: dict[str, float] = {}  # node -> when it was found stuck (its restart comes after)
 
     def step(self, nodes: list[NodeStatus], now: float) -> None:
         """Look again if it is time (the running jobs are read only then)."""
@@ -47,9 +48,12 @@ class StuckWatch:
         self.taken = {t for t in self.taken if t[:2] in live}
         for node in nodes:
             if stuck.is_stuck(node.drain_reason):
-                history = self.store.restarts(node.name)
-                if stuck.back(node, max(history) if history else None) and self.store.lift_drain(
-                        node.name, node.drain_reason):
+                found = self.found_at.get(node.name)
+                if found is None:  # found by a master before this one: its restart is the newest
+                    history = self.store.restarts(node.name)
+                    found = max(history) if history else None
+                if stuck.back(node, found) and self.store.lift_drain(node.name, node.drain_reason):
+                    self.found_at.pop(node.name, None)
                     self.store.incident("unstuck", node.name)
                     log.warning("node %s: registered again after its restart; takes jobs again", node.name)
 
@@ -62,4 +66,5 @@ class StuckWatch:
         if drain is None:  # an admin's drain stays as it is
             self.store.drain(node, reason)
         self.store.incident("stuck", node, job_id, waited_for=round(waited, 1), attempt=attempt)
+        self.found_at[node] = now
         self.health.restart_stuck(node, now)
