@@ -16,11 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from minihpc.core import tenants as tenants_module
 from minihpc.machine import files
+from minihpc.node import sweep
 from tests.attacks import TENANT_ATTACKS
 from tests.conftest import wait_until
 from tests.integration.api_client import Api
@@ -69,11 +69,6 @@ def tenants(reachable):
                 shutil.rmtree(entry.pw_dir, ignore_errors=True)
 
 
-def _of_uid(uid: int) -> list[int]:
-    return [p.pid for p in psutil.process_iter(["uids", "status"])
-            if p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
-
-
 def test_local_mode_as_root_runs_each_users_jobs_as_that_user_and_bob_cannot_touch_alices(tenants):
     api, cluster = tenants, tenants.cluster
     alice_token, bob_token = api.token("alice"), api.token("bob")
@@ -85,7 +80,7 @@ def test_local_mode_as_root_runs_each_users_jobs_as_that_user_and_bob_cannot_tou
     ended = time.monotonic()
     bob_logs = cluster.cli("logs", bob).stdout
     bob_uid = int(re.search(r"tenant uid (\d+) gid (\d+) groups \[\]", bob_logs)[1])
-    alive = _of_uid(bob_uid)
+    alive = sweep.of_uid(bob_uid)  # on the whole machine, not only below an agent
     print(bob_logs, f"{len(alive)} process(es) of bob's uid {time.monotonic() - ended:.2f} s after his job ended")
     assert bobs["state"] == "COMPLETED", bob_logs
     assert "left a re-forking daemon behind" in bob_logs and not alive, bob_logs

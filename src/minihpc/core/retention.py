@@ -33,7 +33,6 @@ def to_forget(ended: Sequence[tuple[int, float]], now: float, keep_jobs: int, ke
     return chosen
 
 
-
 PRUNABLE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 """The states whose checkpoints a user's cap may take: ended for good (a NODE_FAIL job may be
 requeued, and resumes from its checkpoint)."""

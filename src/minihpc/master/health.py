@@ -66,10 +66,7 @@ class NodeHealth:
             if action is Action.RESTART:
                 self.store.record_restart(node.name, now)
                 self.store.incident("restart", node.name, attempt=len(recent(history, self.policy, now)) + 1)
-                thread = threading.Thread(target=self._restart, args=(node.name, now), name=f"restart-{node.name}",
-                                          daemon=True)
-                self.in_flight[node.name] = thread
-                thread.start()
+                self._in_background(node.name, self._restart, now)
             elif action is Action.DRAIN:
                 reason = f"flapping: {self.policy.budget} restarts within {self.policy.window:g}s"
                 self.store.drain(node.name, reason)
@@ -82,13 +79,17 @@ class NodeHealth:
         running = self.in_flight.get(name)
         if self.restarter is None or (running is not None and running.is_alive()):
             return
-        history = self.store.restarts(name)
-        if len(recent(history, self.policy, now)) >= self.policy.budget:
+        done = len(recent(self.store.restarts(name), self.policy, now))
+        if done >= self.policy.budget:
             log.error("node %s: stuck, and restarted %d times within %.0fs; left drained", name,
                       self.policy.budget, self.policy.window)
             return
-        self.store.incident("restart", name, attempt=len(recent(history, self.policy, now)) + 1, cause="stuck")
-        thread = threading.Thread(target=self._restart_stuck, args=(name, now), name=f"restart-{name}", daemon=True)
+        self.store.incident("restart", name, attempt=done + 1, cause="stuck")
+        self._in_background(name, self._restart_stuck, now)
+
+    def _in_background(self, name: str, restart, now: float) -> None:
+        """Run ``restart(name, now)`` in a thread of its own, known as the node's restart in flight."""
+        thread = threading.Thread(target=restart, args=(name, now), name=f"restart-{name}", daemon=True)
         self.in_flight[name] = thread
         thread.start()
 

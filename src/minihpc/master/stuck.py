@@ -2,7 +2,7 @@
 still waiting in its node's queue ``launch_timeout`` after the job started ends the job as a
 node failure (the master requeues it), drains the node so it gets no new job, takes the task
 out of the queue and has the health monitor restart the node; once the node has registered
-again since that restart, the drain is lifted."""
+again since it was found stuck (a new agent: a stuck one registers no more), the drain is lifted."""
 
 from __future__ import annotations
 

@@ -176,7 +176,8 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     layout = shared_layout(state.shared, "local")
     for path in (state.redis_dir, state.run_dir, *(Path(layout[k]) for k in ("spool_dir", "log_dir", "checkpoint_dir", "data_dir"))):
         path.mkdir(parents=True, exist_ok=True)
-    others = runs_as_others(os.environ.get("MINIHPC_JOB_USER", ""), os.geteuid())
+    job_user = os.environ.get("MINIHPC_JOB_USER", "")
+    others = runs_as_others(job_user, os.geteuid())
     if others:
         for needed in (sys.prefix, os.path.realpath(sys.executable), sys.base_prefix,
                        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
@@ -220,7 +221,7 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
     state.save_url(url)
     _wait_for_nodes(store, names, state)
     log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
-    log(who_runs_jobs(os.environ.get("MINIHPC_JOB_USER", ""), os.geteuid()))
+    log(who_runs_jobs(job_user, os.geteuid()))
     if api_port:
         start_api(store, state, api_port, log, alert_token)
     return url

@@ -114,21 +114,6 @@ NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
 
 
-RQ_QUEUE = "rq:queue:{0}"
-"""List: rq's queue {0} (rq names it so): the ids of the tasks waiting in it, oldest first."""
-
-RQ_INTERMEDIATE = "rq:queue:{0}:intermediate"
-"""List: rq's tasks of queue {0} taken by a worker's dequeue and not started yet."""
-
-
-def rq_queue(name: str) -> str:
-    return RQ_QUEUE.format(name)
-
-
-def rq_intermediate(name: str) -> str:
-    return RQ_INTERMEDIATE.format(name)
-
-
 def user_jobs(user: str) -> str:
     return USER_JOBS.format(user)
 

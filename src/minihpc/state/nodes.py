@@ -165,16 +165,16 @@ class NodeRegistry:
         or was dequeued and never started (a worker that hangs right after its dequeue)."""
         with self.r.pipeline(transaction=False) as pipe:
             for node, task in launches:
-                pipe.lpos(keys.rq_queue(keys.node_queue(node)), task)
-                pipe.lpos(keys.rq_intermediate(keys.node_queue(node)), task)
+                for key in _launch_lists(self, node):
+                    pipe.lpos(key, task)
             found = pipe.execute()
         return [found[2 * i] is not None or found[2 * i + 1] is not None for i in range(len(launches))]
 
     def drop_launch(self, node: str, task: str) -> None:
         """Take a launch task out of the node's queue (its job's attempt is over)."""
         with self.r.pipeline() as pipe:
-            pipe.lrem(keys.rq_queue(keys.node_queue(node)), 0, task)
-            pipe.lrem(keys.rq_intermediate(keys.node_queue(node)), 0, task)
+            for key in _launch_lists(self, node):
+                pipe.lrem(key, 0, task)
             pipe.execute()
 
     def lift_drain(self, node: str, reason: str) -> bool:
@@ -227,6 +227,15 @@ class NodeRegistry:
 
     def restarts(self, node: str) -> list[float]:
         return sorted(float(x) for x in self.r.lrange(keys.node_restarts(node), 0, -1))
+
+
+def _launch_lists(store, node: str) -> tuple[str, str]:
+    """rq's lists a launch task waits in on ``node``: its queue, and the intermediate list a
+    dequeue moves it to until the worker starts it (rq names both; node.agent reads them so)."""
+    from minihpc.state.queues import node_queue  # rq: only the master asks, not every CLI call
+
+    queue = node_queue(store, node)
+    return queue.key, queue.intermediate_queue_key
 
 
 def _read_node(pipe, name: str) -> None:

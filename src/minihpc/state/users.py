@@ -4,7 +4,6 @@ starts, and the same on every node for good."""
 from __future__ import annotations
 
 from minihpc.core import tenants
-from minihpc.core.models import JobState
 from minihpc.state import keys
 from minihpc.state.connect import text
 
@@ -33,13 +32,9 @@ class Users:
         count = int(self.r.scard(keys.user_jobs(user)))
         if count < enough:
             return count
-        ids = [text(i) for i in self.r.smembers(keys.user_jobs(user))]
-        with self.r.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hget(keys.job(int(job_id)), "state")
-            states = pipe.execute()
-        live = {JobState.PENDING.value, JobState.RUNNING.value}
-        gone = [job_id for job_id, state in zip(ids, states) if text(state) not in live]
+        ids = [int(text(i)) for i in self.r.smembers(keys.user_jobs(user))]
+        states = self.job_states(ids)  # state.jobs: one round trip
+        gone = [job_id for job_id in ids if states[job_id] is None or states[job_id].terminal]
         if gone:
             self.r.srem(keys.user_jobs(user), *gone)
         return len(ids) - len(gone)
