@@ -12,7 +12,9 @@ started would. With ``MINIHPC_JOB_USER=%u`` each job runs as its own user's acco
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import grp
 import logging
 import os
@@ -102,18 +104,19 @@ def ensure_account(identity: Identity | None) -> Identity | None:
     returned as they are, and so is one that cannot be added (the job still runs, nameless)."""
     if identity is None or os.geteuid() != 0 or not identity.allocated:
         return identity
-    try:
-        return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
-    except KeyError:
-        pass
-    name = tenants.account_name(identity.user, identity.uid, _name_taken(identity.user))
-    for argv in (["groupadd", "--gid", str(identity.gid), name],
-                 ["useradd", "--uid", str(identity.uid), "--gid", str(identity.gid), "--no-create-home",
-                  "--home-dir", identity.home, "--shell", "/usr/sbin/nologin", name]):
-        try:  # another agent of this machine may add it at the same moment: checked below
-            subprocess.run(argv, capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("cannot run %s: %s", argv[0], exc)
+    with _accounts_lock():  # the agents of one machine (local mode) share its user database
+        try:
+            return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
+        except KeyError:
+            pass
+        name = tenants.account_name(identity.user, identity.uid, _name_taken(identity.user, identity))
+        for argv in (["groupadd", "--gid", str(identity.gid), name],
+                     ["useradd", "--uid", str(identity.uid), "--gid", str(identity.gid), "--no-create-home",
+                      "--home-dir", identity.home, "--shell", "/usr/sbin/nologin", name]):
+            try:
+                subprocess.run(argv, capture_output=True, timeout=30, check=False)
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("cannot run %s: %s", argv[0], exc)
     try:
         return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
     except KeyError:
@@ -121,14 +124,31 @@ def ensure_account(identity: Identity | None) -> Identity | None:
         return identity
 
 
-def _name_taken(name: str) -> bool:
-    for lookup in (pwd.getpwnam, grp.getgrnam):
-        try:
-            lookup(name)
+@contextlib.contextmanager
+def _accounts_lock():
+    """One agent at a time adds accounts on a machine: two agents adding the same user at once
+    raced (one saw the other's new group, took the name for taken and added ``u<uid>``)."""
+    os.makedirs(tenants.HOME_ROOT, mode=0o711, exist_ok=True)
+    fd = os.open(os.path.join(tenants.HOME_ROOT, ".accounts.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _name_taken(name: str, identity: Identity) -> bool:
+    """Whether ``name`` belongs to an account or group other than ``identity``'s own (a group
+    of its gid left by an earlier, interrupted add is its own)."""
+    try:
+        if pwd.getpwnam(name).pw_uid != identity.uid:
             return True
-        except KeyError:
-            pass
-    return False
+    except KeyError:
+        pass
+    try:
+        return grp.getgrnam(name).gr_gid != identity.gid
+    except KeyError:
+        return False
 
 
 def make_home(identity: Identity | None) -> None:
