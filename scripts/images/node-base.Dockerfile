@@ -12,6 +12,11 @@
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 
+# iptables: the node agent's rule that keeps jobs off Redis's port (src/minihpc/core/firewall.py).
+RUN command -v iptables >/dev/null || { apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; }
+
 # Daemons run as `minihpc`. Jobs' ranks run as `job`, a user of their own: node agents run as
 # root with a few capabilities only to start them as that user (src/minihpc/node/identity.py),
 # so a job can read no daemon's environment, signal no daemon and write neither the spool nor

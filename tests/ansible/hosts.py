@@ -83,6 +83,8 @@ class Hosts:
         for name in names:
             run(["docker", "run", "-d", "--name", self.container(name), "--hostname", name, "--network", self.network,
                  "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+                 # A host's root may change its firewall (the node agent's rule: core.firewall).
+                 "--cap-add", "NET_ADMIN",
                  "-v", f"{self.keys}:/etc/ssh/authorized_keys:ro", "-v", f"{self.volume}:/shared",
                  "-v", INSTALL_DISK,
                  "--memory", "6g", *self._cpu_shares(), IMAGE])

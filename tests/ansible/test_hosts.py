@@ -104,6 +104,11 @@ def test_a_first_run_provisions_one_control_host_and_two_nodes(hosts, first_run)
     refused = hosts.exec("node1", "python3", "-c", "import socket; s=socket.create_connection(('%s', 6379)); "
                          "s.sendall(b'PING\\r\\n'); print(s.recv(200).decode())" % hosts.address("head")).stdout
     assert "NOAUTH" in refused, refused
+    # A job's uid (any but root's and the daemons') cannot even connect: the agent's firewall rule.
+    probe = "import socket; socket.create_connection(('%s', 6379), timeout=3)" % hosts.address("head")
+    as_job = hosts.exec("node1", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        "python3", "-c", probe, check=False)
+    assert as_job.returncode != 0 and "ConnectionRefusedError" in as_job.stderr, as_job
     secrets = hosts.inventory.parent / "group_vars" / "all" / "minihpc_secrets.yml"
     assert secrets.stat().st_mode & 0o777 == 0o600
     # The daemons' credentials: root only on every host.

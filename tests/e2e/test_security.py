@@ -44,7 +44,7 @@ def test_a_hostile_job_is_refused_everything_and_an_honest_job_beside_it_complet
     assert int(re.search(r"attacker uid (\d+) gid \1 groups \[\]", logs)[1]) >= 200_000, logs
     attempts = dict(re.findall(r"^(?:\S+: )?ATTACK (.+?): (\w+)", logs, re.M))
     expected = {
-        "read the Redis password", "write a key in Redis", "call the restart proxy",
+        "read the Redis password", "write a key in Redis", "open 10000 connections to Redis", "call the restart proxy",
         "write /shared/jobs/redis.py", "write /opt/minihpc/redis.py", "write /opt/minihpc/src/minihpc/__init__.py",
         "write /opt/venv/lib/python3.11/site-packages/redis.py", "rewrite another job's spooled script",
         "signal a daemon", "leave a daemon behind", "fill the disk with logs",
@@ -52,7 +52,10 @@ def test_a_hostile_job_is_refused_everything_and_an_honest_job_beside_it_complet
     assert set(attempts) == expected, logs
     assert "SUCCEEDED" not in attempts.values(), logs
     assert _env_value("REDIS_NODE_PASSWORD") not in logs and _env_value("RESTART_TOKEN") not in logs
-    assert re.search(r"ATTACK write a key in Redis: refused \(-NOAUTH", logs), logs
+    # The node's firewall rule by uid (core.firewall): a job cannot even connect to Redis.
+    assert re.search(r"ATTACK write a key in Redis: refused \(ConnectionRefusedError", logs), logs
+    assert re.search(r"ATTACK open 10000 connections to Redis: refused \(0 opened, then ConnectionRefusedError",
+                     logs), logs
 
     # Its flood of output was capped (MINIHPC_JOB_LOG_MAX, set for this suite) and its last line kept.
     node = job["nodes"][0]

@@ -126,6 +126,11 @@ container or a host, as in Compose and on Ansible hosts. Then a job's end kills 
 its user there (node.sweep); local mode's agents share one machine with each other and with you,
 so there only what a job started below its agent is ended (0)."""
 
+JOB_FIREWALL = True
+"""Whether a node agent that owns its host and runs jobs as other users keeps them off Redis's
+port with a firewall rule by uid (MINIHPC_JOB_FIREWALL; core.firewall): it needs ``iptables``
+and ``NET_ADMIN``, which the image and Ansible hosts give it; where it cannot, it says so once."""
+
 CRASH_EVENTS = True
 """Whether the master hears of a node agent's end as it happens (MINIHPC_CRASH_EVENTS: local
 mode's process watcher, the restart proxy's Docker events, a systemd unit's ExecStopPost)
@@ -169,6 +174,7 @@ class Settings:
     speed_probe: bool = SPEED_PROBE
     crash_events: bool = CRASH_EVENTS
     node_owns_host: bool = NODE_OWNS_HOST
+    job_firewall: bool = JOB_FIREWALL
     warm_launcher: bool = WARM_LAUNCHER
 
     def with_overrides(self, **overrides) -> Settings:
@@ -257,7 +263,7 @@ _TEXTS = {"redis_url", "job_user", "service_user", "partitions", "default_partit
 """Settings kept as text."""
 
 
-_FLAGS = {"speed_probe", "crash_events", "warm_launcher", "node_owns_host"}
+_FLAGS = {"speed_probe", "crash_events", "warm_launcher", "node_owns_host", "job_firewall"}
 """Settings that are on or off: true/false, 1/0, yes/no, on/off."""
 
 

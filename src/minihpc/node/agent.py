@@ -28,6 +28,7 @@ from minihpc.machine.resources import gpu_count
 from minihpc.metrics.http import serve
 from minihpc.metrics.node import NodeCollector
 from minihpc.node import identity, speed
+from minihpc.node.firewall import JobFirewall
 from minihpc.node.share import run_share
 from minihpc.node.warm import WarmLauncher
 from minihpc.state.connect import CONNECT_TIMEOUT, SOCKET_TIMEOUT, connect
@@ -45,12 +46,20 @@ def launch_task(**payload) -> dict:
     if agent is None:
         raise RuntimeError("launch_task runs only inside a minihpc node agent")
     spec = LaunchSpec.from_payload(payload)
+    if agent.firewall is not None:
+        agent.firewall.ensure()  # Redis may have come back at another address
     agent.gpus_held = (spec.job_id, list(spec.gpus)) if spec.gpus else None
     try:
         result = run_share(spec, agent.store, agent.settings, agent.shutting_down, agent.warm)
     finally:
         agent.gpus_held = None
     return result.to_dict()
+
+
+def guards_redis(settings: Settings) -> bool:
+    """Whether this agent keeps jobs off Redis's port (core.firewall): it owns its host, runs
+    jobs as other users, and may set a firewall rule (root)."""
+    return settings.job_firewall and settings.node_owns_host and bool(settings.job_user) and os.geteuid() == 0
 
 
 def task_refusal(func_name: str | None, callbacks: list[str | None], webhooks: list) -> str | None:
@@ -153,6 +162,14 @@ class NodeAgent:
         self._beating = threading.RLock()
         self.warm = WarmLauncher() if settings.warm_launcher else None
         self.gpus_held: tuple[int, list[int]] | None = None  # (job, the GPUs its share runs on), for the exporter
+        self.firewall = (JobFirewall(settings.redis_url, settings.service_user, self._firewall_unset)
+                         if guards_redis(settings) else None)
+
+    def _firewall_unset(self, problem: str) -> None:
+        try:
+            self.store.incident("job_firewall_unset", node=self.name, reason=problem)
+        except redis.RedisError:
+            pass
 
     def going_down(self) -> None:
         """A stop was asked for: stop heartbeating and drop the alive key at once, so the
@@ -200,6 +217,8 @@ class NodeAgent:
         # node.sweep finds and ends it (and reaps it) when the share ends.
         if self.settings.job_user and not become_subreaper():
             log.warning("node %s: not a child subreaper: a process a job detaches may outlive it", self.name)
+        if self.firewall is not None:
+            self.firewall.ensure()
         queue = self.queue()
         stale = self.store.release_node(self.name)
         if stale is not None:

