@@ -37,4 +37,5 @@ def node_json(node: NodeStatus, now: float) -> dict:
         "cpu_model": node.cpu_model, "cpu_limit": node.cpu_limit, "gpu_model": node.gpu_model, "gflops": node.gflops,
         "allreduce_gbps": node.allreduce_gbps, "last_heartbeat": node.last_heartbeat,
         "heartbeat_age": None if node.last_heartbeat is None else max(0.0, now - node.last_heartbeat),
+        "simulated": node.simulated,
     }

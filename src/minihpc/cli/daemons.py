@@ -25,7 +25,7 @@ def cmd_up(args, settings: Settings) -> int:
     if not args.local:
         raise UsageError("'minihpc up' without --local starts nothing; use 'make up' for the Compose cluster")
     url = local.up(Path(args.state_dir), args.workers, args.port, log=lambda m: print(m, file=sys.stderr),
-                   api_port=args.api_port, published=published_settings(settings))
+                   api_port=args.api_port, published=published_settings(settings), simulated=args.simulated)
     print(f"export MINIHPC_REDIS_URL={url}")
     return 0
 
@@ -91,6 +91,19 @@ def cmd_agent(args, settings: Settings) -> int:
 
     NodeAgent(settings, args.name, args.addr, args.metrics_port).run()
     return 0
+
+
+def cmd_simulate(args, settings: Settings) -> int:
+    from minihpc.core import simulation
+    from minihpc.node import simulated
+
+    if args.count < 1:
+        raise UsageError(f"simulate: COUNT must be at least 1, not {args.count}")
+    if args.cpus < 1 or args.seconds < 0:
+        raise UsageError("simulate: --cpus must be at least 1 and --seconds at least 0")
+    overrides = {"poll_interval": args.poll} if args.poll else {}
+    return simulated.host(settings.with_overrides(**overrides), simulation.node_names(args.count, args.prefix),
+                          args.cpus, args.seconds)
 
 
 def cmd_node_exited(args, settings: Settings) -> int:
@@ -170,19 +183,7 @@ def _add_restart_proxy_parser(sub) -> None:
 
 def add_parsers(sub) -> None:
     state_default = str(local_state_dir())
-    p = sub.add_parser("up", help="start a local cluster (--local)")
-    p.add_argument("--local", action="store_true", help="run every node as a local process")
-    p.add_argument("--workers", type=int, default=2, help="worker nodes besides master-node")
-    p.add_argument("--port", type=int, default=6379, help="port for the local redis-server")
-    p.add_argument("--state-dir", default=state_default, help="where the local cluster keeps its state")
-    p.add_argument("--api-port", type=int, default=int(os.environ.get("MINIHPC_API_PORT", API_PORT)),
-                   help=f"serve the REST API and web page on 127.0.0.1:PORT (default {API_PORT}, "
-                        "or MINIHPC_API_PORT; 0: none)")
-    p.set_defaults(func=cmd_up)
-
-    p = sub.add_parser("down", help="stop the local cluster")
-    p.add_argument("--state-dir", default=state_default)
-    p.set_defaults(func=cmd_down)
+    _add_local(sub, state_default)
 
     p = sub.add_parser("master", help="run the scheduler (a cluster daemon)")
     p.add_argument("--shared-dir", default=None, help="publish this shared tree as the cluster's layout")
@@ -205,9 +206,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (0: any free one)")
     p.set_defaults(func=cmd_agent)
 
+    _add_node_commands(sub)
+
     p = sub.add_parser("node-exited", help="report a node agent's end to the master (a systemd unit's ExecStopPost)")
     p.add_argument("--name", required=True, help="the node's name")
     p.set_defaults(func=cmd_node_exited)
+
 
     p = sub.add_parser("node", help="run a node's daemons: its agent, and the master with --master")
     p.add_argument("name", help="the node's name")
@@ -228,3 +232,33 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_api)
 
     _add_restart_proxy_parser(sub)
+
+
+def _add_node_commands(sub) -> None:
+    p = sub.add_parser("simulate", help="run COUNT simulated node agents in this process (jobs that ask for them "
+                       "with --constraint simulated run as timers: core.simulation)")
+    p.add_argument("count", type=int, help="how many nodes")
+    p.add_argument("--prefix", default="sim-", help="their names: PREFIX0001, PREFIX0002, ... (default sim-)")
+    p.add_argument("--cpus", type=int, default=8, help="CPUs each says it has (default 8)")
+    p.add_argument("--seconds", type=float, default=1.0,
+                   help="how long a share runs unless the job's --sim-seconds says (default 1)")
+    p.add_argument("--poll", type=float, default=0.0,
+                   help="seconds between a running share's checks of its job (default MINIHPC_POLL_INTERVAL)")
+    p.set_defaults(func=cmd_simulate)
+
+
+def _add_local(sub, state_default: str) -> None:
+    p = sub.add_parser("up", help="start a local cluster (--local)")
+    p.add_argument("--local", action="store_true", help="run every node as a local process")
+    p.add_argument("--workers", type=int, default=2, help="worker nodes besides master-node")
+    p.add_argument("--port", type=int, default=6379, help="port for the local redis-server")
+    p.add_argument("--simulated", type=int, default=0, help="also this many simulated nodes (minihpc simulate)")
+    p.add_argument("--state-dir", default=state_default, help="where the local cluster keeps its state")
+    p.add_argument("--api-port", type=int, default=int(os.environ.get("MINIHPC_API_PORT", API_PORT)),
+                   help=f"serve the REST API and web page on 127.0.0.1:PORT (default {API_PORT}, "
+                        "or MINIHPC_API_PORT; 0: none)")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop the local cluster")
+    p.add_argument("--state-dir", default=state_default)
+    p.set_defaults(func=cmd_down)

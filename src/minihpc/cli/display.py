@@ -116,7 +116,11 @@ def nodes_table(nodes: list[NodeStatus], now: float, partitions: Partitions | No
          f"{now - n.last_heartbeat:.1f}s ago" if n.last_heartbeat else "never"]
         for n in nodes
     ]
-    return render(["NODE", "STATE", "PARTITION", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"], rows)
+    headers = ["NODE", "STATE", "PARTITION", "CPUS", "MEMORY", "GRES", "JOB", "LAST-HEARTBEAT"]
+    if any(n.simulated for n in nodes):  # simulated nodes (core.simulation) say so, beside real ones
+        headers.append("SIMULATED")
+        rows = [[*row, "yes" if n.simulated else "no"] for row, n in zip(rows, nodes)]
+    return render(headers, rows)
 
 
 LONG_HEADERS = ["NODE", "STATE", "CPUS", "CPU-LIMIT", "MEMORY", "GPUS", "GFLOPS", "ALLREDUCE-GB/S", "CPU-MODEL",

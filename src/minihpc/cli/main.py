@@ -19,7 +19,7 @@ from minihpc.core.errors import MinihpcError
 from minihpc.core.extras import missing_extra
 from minihpc.state.connect import REDIS_ERRORS
 
-DAEMONS = ("master", "agent", "node", "restart-proxy", "api")
+DAEMONS = ("master", "agent", "node", "restart-proxy", "api", "simulate")
 """Commands that run for good and log at INFO."""
 
 

@@ -99,7 +99,7 @@ def _node_json(n: NodeStatus, partitions: Partitions) -> dict:
             "gpus": n.gpus, "gpu_devices": n.gpu_devices, "partitions": partitions.of_node(n.name),
             "job": n.job, "drain_reason": n.drain_reason, "last_heartbeat": n.last_heartbeat, "metrics": n.metrics,
             "cpu_model": n.cpu_model, "cpu_limit": n.cpu_limit, "gpu_model": n.gpu_model, "gflops": n.gflops,
-            "allreduce_gbps": n.allreduce_gbps}
+            "allreduce_gbps": n.allreduce_gbps, "simulated": n.simulated}
 
 
 def _selected(nodes: list[NodeStatus], partitions: Partitions, wanted, only: list[str] | None) -> list[NodeStatus]:

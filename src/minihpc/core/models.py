@@ -278,6 +278,7 @@ class NodeStatus:
     gpu_model: str = ""  # its GPUs' model(s), NVML's names; "" without GPUs
     gflops: float | None = None  # measured compute speed (core.measurements); None: not measured
     allreduce_gbps: float | None = None  # all-reduce bus bandwidth of its last benchmark job
+    simulated: bool = False  # a simulated node (core.simulation): it runs only simulated jobs
 
     @property
     def state(self) -> NodeState:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from minihpc.core import simulation
 from minihpc.core.errors import UsageError
 from minihpc.core.features import features_record, parse_features, satisfies
 from minihpc.core.parsing import expand_hostlist
@@ -37,9 +38,14 @@ class Partitions:
     features: dict[str, frozenset[str]] = field(default_factory=dict)
     """Node -> its features (core.features); a node not named has none."""
 
-    def meets(self, constraint: str, node: str) -> bool:
-        """Whether ``node``'s features satisfy ``constraint`` ("" : any node)."""
-        return satisfies(constraint, self.features.get(node, frozenset()))
+    def meets(self, constraint: str, node: str, simulated: bool = False) -> bool:
+        """Whether ``node``'s features satisfy ``constraint`` ("" : any real node). A simulated
+        node (core.simulation) has the feature ``simulated`` and meets only a constraint that
+        asks for it."""
+        if not simulation.takes(constraint, simulated):
+            return False
+        have = self.features.get(node, frozenset())
+        return satisfies(constraint, have | {simulation.FEATURE} if simulated else have)
 
     @property
     def names(self) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from minihpc.core import simulation
 from minihpc.core.errors import UsageError
 from minihpc.core.models import NodeStatus
 from minihpc.core.partitions import Partitions
@@ -98,11 +99,14 @@ def refusal(job: Needs, nodes_requested: int, partition: str, nodes: list[NodeSt
     why = _named_nodes(job, nodes_requested, name, nodes, partitions, cpus_override)
     if why:
         return why
-    members = [n for n in nodes if partitions.contains(name, n.name) and n.name not in job.exclude]
+    # A simulated node is none of a real job's, and a simulated job has only those (core.simulation).
+    members = [n for n in nodes if partitions.contains(name, n.name) and n.name not in job.exclude
+               and simulation.takes(job.constraint, n.simulated)]
     if job.constraint:
-        having = [n for n in members if partitions.meets(job.constraint, n.name)]
+        having = [n for n in members if partitions.meets(job.constraint, n.name, n.simulated)]
         if len(having) < nodes_requested:
-            known = sorted({f for n in members for f in partitions.features.get(n.name, ())})
+            known = sorted({f for n in members for f in partitions.features.get(n.name, ())}
+                           | ({simulation.FEATURE} if any(n.simulated for n in members) else set()))
             return (f"--constraint={job.constraint}: {len(having)} node(s) in partition {name!r} have these features, "
                     f"the job needs {nodes_requested} (features there: {', '.join(known) or 'none'})")
         members = having
@@ -147,6 +151,6 @@ def _named_nodes(job: Needs, nodes_requested: int, partition: str, nodes: list[N
     for x in job.nodelist:
         if not partitions.contains(partition, x):
             return f"-w/--nodelist: {x} is not in partition {partition!r}"
-        if not fits(job, known[x], cpus_override) or not partitions.meets(job.constraint, x):
+        if not fits(job, known[x], cpus_override) or not partitions.meets(job.constraint, x, known[x].simulated):
             return f"-w/--nodelist: {x} lacks what the job needs on each node (--mem, --gres, CPUs, --constraint)"
     return None

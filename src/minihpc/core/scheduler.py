@@ -33,7 +33,7 @@ from minihpc.core import dependency
 from minihpc.core.job_control import HELD_REASON
 from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.partitions import Partitions
-from minihpc.core.requirements import fits
+from minihpc.core.requirements import cpus_needed, fits
 
 INF = math.inf
 
@@ -174,8 +174,14 @@ def eligible(job: Job, nodes: list[NodeStatus], partitions: Partitions, cpus_ove
     GPUs come first, so a job that needs none leaves GPU nodes to the jobs that do."""
     part = partitions.effective(job.partition)
     ok = [n for n in nodes if n.schedulable and partitions.contains(part, n.name) and fits(job, n, cpus_override)
-          and n.name not in job.exclude and partitions.meets(job.constraint, n.name)]
+          and n.name not in job.exclude and partitions.meets(job.constraint, n.name, n.simulated)]
     return [n.name for n in sorted(ok, key=lambda n: n.gpus)]
+
+
+def shape(job: Job) -> tuple:
+    """What :func:`eligible` reads of a job: jobs of one shape (an array's tasks, a loop's
+    submits) have the same candidate nodes, worked out once per pass."""
+    return (job.partition, job.mem_bytes, job.gpus, cpus_needed(job), tuple(job.exclude), job.constraint)
 
 
 def own_wait(job: Job, now: float, dependency_states: dict[int, JobState | None], singletons: Iterable[Job],
@@ -216,13 +222,17 @@ def plan(
     array_running = Counter(j.array_job_id for j in running if j.array_job_id is not None)
     someone_ahead_waits = False
     owners = same_owner_and_name([*pending, *running])
+    candidates_of: dict[tuple, list[str]] = {}
 
     for job in queue_order(pending, running):
         why = own_wait(job, now, dependency_states, owners.get((job.user, job.name), ()), array_running)
         if why == "DependencyNeverSatisfied":
             result.cancels[job.id] = why
             continue
-        candidates = eligible(job, nodes, partitions, cpus_override)
+        key = shape(job)
+        if key not in candidates_of:
+            candidates_of[key] = eligible(job, nodes, partitions, cpus_override)
+        candidates = candidates_of[key]
         required = tuple(job.nodelist)
         if why is None and (len(candidates) < job.nodes_requested or not set(required) <= set(candidates)):
             why = NOT_AVAILABLE

@@ -37,12 +37,13 @@ from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
-_current: NodeAgent | None = None
+_current = threading.local()
+"""The agent whose worker runs in this thread (one per process, or many simulated ones)."""
 
 
 def launch_task(**payload) -> dict:
     """The rq task the master queues on a node: run that node's share of a job."""
-    agent = _current
+    agent = getattr(_current, "agent", None)
     if agent is None:
         raise RuntimeError("launch_task runs only inside a minihpc node agent")
     spec = LaunchSpec.from_payload(payload)
@@ -50,7 +51,7 @@ def launch_task(**payload) -> dict:
         agent.firewall.ensure()  # Redis may have come back at another address
     agent.gpus_held = (spec.job_id, list(spec.gpus)) if spec.gpus else None
     try:
-        result = run_share(spec, agent.store, agent.settings, agent.shutting_down, agent.warm)
+        result = agent.share(spec)
     finally:
         agent.gpus_held = None
     return result.to_dict()
@@ -142,6 +143,9 @@ class _Worker(SimpleWorker):
 
 
 class NodeAgent:
+    simulated = False
+    """A simulated node (node.simulated) says so when it registers."""
+
     def __init__(
         self, settings: Settings, name: str, addr: str | None = None, metrics_port: int | None = None
     ):
@@ -202,6 +206,9 @@ class NodeAgent:
             if failed is not None:
                 log.warning("node %s: heartbeat failed", self.name, exc_info=failed)
 
+    def start_heartbeats(self) -> None:
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+
     def start(self) -> None:
         """Register the node and forget anything a previous incarnation held: its ranks died
         with it, so its allocation and undelivered launch tasks are void."""
@@ -229,25 +236,14 @@ class NodeAgent:
             collector = NodeCollector(self.name, self._current_job, self._models_dir, self._record,
                                       held_gpus=lambda: self.gpus_held)
             metrics = f"{self.addr}:{serve(self.metrics_port, collector)}"
-        devices = gpus.node_devices(self.settings.node_gpu_devices, self.settings.node_gpus, gpu_count())
-        cpus, cpu_model, cpu_limit = hardware.usable_cpus(), hardware.cpu_model(), hardware.cpu_limit()
-        self.store.register_node(
-            self.name,
-            self.addr,
-            cpus=cpus,
-            memory_bytes=hardware.memory_bytes(),
-            gpu_devices=devices,
-            ttl=self.settings.node_timeout,
-            metrics=metrics,
-            cpu_model=cpu_model,
-            cpu_limit=cpu_limit,
-            gpu_model=hardware.gpu_model(hardware.gpus(), len(devices)),
-        )
-        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        made = self.hardware()
+        self.store.register_node(self.name, self.addr, ttl=self.settings.node_timeout, metrics=metrics,
+                                 simulated=self.simulated, **made)
+        self.start_heartbeats()
         if self.warm is not None:
             self.warm.start()
         log.info("node %s: registered at %s (metrics %s)", self.name, self.addr, metrics or "off")
-        machine = measurements.signature(cpu_model, cpus, cpu_limit)
+        machine = measurements.signature(made["cpu_model"], made["cpus"], made["cpu_limit"])
         if self.settings.speed_probe and measurements.needs_probe(self.store.node_record(self.name), machine):
             speed.probe_in_background(self.store, self.name, machine)
 
@@ -271,13 +267,18 @@ class NodeAgent:
     def queue(self) -> Queue:
         return node_queue(self.rq_store, self.name)
 
-    def run(self) -> None:
-        global _current
-        _current = self
-        self.start()
-        # The node's Redis user may not list other clients (minihpc.state.acl); rq then only
-        # records its address as unknown, and says so with a warning in every agent's log.
-        warnings.filterwarnings("ignore", message="CLIENT LIST command not supported")
+    def share(self, spec: LaunchSpec):
+        """Run this node's share of a job (node.share), to its end."""
+        return run_share(spec, self.store, self.settings, self.shutting_down, self.warm)
+
+    def hardware(self) -> dict:
+        """What the node registers itself as: its CPUs, memory, GPUs and their models."""
+        devices = gpus.node_devices(self.settings.node_gpu_devices, self.settings.node_gpus, gpu_count())
+        return {"cpus": hardware.usable_cpus(), "memory_bytes": hardware.memory_bytes(), "gpu_devices": devices,
+                "cpu_model": hardware.cpu_model(), "cpu_limit": hardware.cpu_limit(),
+                "gpu_model": hardware.gpu_model(hardware.gpus(), len(devices))}
+
+    def worker(self) -> SimpleWorker:
         worker = _Worker(
             [self.queue()],
             connection=self.rq_store.connection,
@@ -287,6 +288,15 @@ class NodeAgent:
             name=f"{self.name}.{os.getpid()}.{secrets.token_hex(3)}",
         )
         worker.agent = self
+        return worker
+
+    def run(self) -> None:
+        _current.agent = self
+        self.start()
+        # The node's Redis user may not list other clients (minihpc.state.acl); rq then only
+        # records its address as unknown, and says so with a warning in every agent's log.
+        warnings.filterwarnings("ignore", message="CLIENT LIST command not supported")
+        worker = self.worker()
         try:
             worker.work(with_scheduler=False, logging_level="WARNING")
         finally:

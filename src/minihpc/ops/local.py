@@ -21,7 +21,7 @@ import psutil
 import redis
 
 from minihpc.client.access import USER_NAME, create_token, login_name, revoke
-from minihpc.core import gpus
+from minihpc.core import gpus, simulation
 from minihpc.core.config import shared_layout
 from minihpc.core.errors import UsageError
 from minihpc.machine import files, ports
@@ -166,10 +166,11 @@ def _check_free(state: LocalState, workers: int, port: int, api_port: int | None
 
 
 def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None = None,
-       published: dict[str, str] | None = None) -> str:
+       published: dict[str, str] | None = None, simulated: int = 0) -> str:
     """Start the local cluster and return the CLI's Redis URL (user ``cli``, generated password); with
     ``api_port``, also the REST API and web page on 127.0.0.1 (see :func:`start_api`).
-    ``published``: settings for the cluster record beside the layout (config.published_settings)."""
+    ``published``: settings for the cluster record beside the layout (config.published_settings);
+    ``simulated``: that many simulated nodes besides (core.simulation), in one process."""
     state = LocalState(state_dir)
     _check_free(state, workers, port, api_port)
     server = find_redis_server(log)
@@ -211,16 +212,15 @@ def up(state_dir: Path, workers: int, port: int, log=print, api_port: int | None
               "log": str(state.log("master")), "env": daemon_env["master"]}
     state.save_master_command(master)  # to start it again as the master's Redis user, not the CLI's
     pids["master"] = _spawn(master["argv"], state.log("master"), env["master"])
-    for name in names:
-        pids[name] = _spawn(agents[name]["argv"], Path(agents[name]["log"]), dict(env["node"], **agents[name]["env"]))
+    pids.update(_spawn_nodes(agents, env["node"], state, simulated))
     alert_token = secrets.token_urlsafe(24)  # what an Alertmanager posts to the API's /alerts with
     if api_port:
         pids["api"] = _spawn(CLI + ["api", "--host", "127.0.0.1", "--port", str(api_port)], state.log("api"),
                              dict(env["api"], MINIHPC_ALERT_TOKEN=alert_token))
     state.save_pids(pids)
     state.save_url(url)
-    _wait_for_nodes(store, names, state)
-    log(f"local cluster up: {len(names)} nodes ({', '.join(names)}), state in {state_dir}")
+    _wait_for_nodes(store, names + simulation.node_names(simulated), state)
+    log(f"local cluster up: {len(names)} nodes ({', '.join(names)}){f' and {simulated} simulated' * bool(simulated)}, state in {state_dir}")
     log(who_runs_jobs(job_user, os.geteuid()))
     if api_port:
         start_api(store, state, api_port, log, alert_token)
@@ -264,6 +264,14 @@ def _wait_for_redis(url: str, pids: dict[str, int], state: LocalState) -> redis.
                 _stop(pids)
                 raise UsageError(f"redis-server did not start; see {state.log('redis')}") from None
             time.sleep(0.05)
+
+
+def _spawn_nodes(agents: dict, env: dict, state: LocalState, simulated: int) -> dict[str, int]:
+    """Start each node agent, and the process of the simulated ones if asked: name -> pid."""
+    pids = {name: _spawn(a["argv"], Path(a["log"]), dict(env, **a["env"])) for name, a in agents.items()}
+    if simulated:
+        pids["simulated"] = _spawn(CLI + ["simulate", str(simulated)], state.log("simulated"), env)
+    return pids
 
 
 def _wait_for_nodes(store: Store, names: list[str], state: LocalState) -> None:

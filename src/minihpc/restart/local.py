@@ -23,7 +23,9 @@ class LocalRestarter:
         self.spawned: dict[str, subprocess.Popen] = {}
 
     def restart(self, node: str) -> None:
-        spec = self.state.node_commands()[node]
+        spec = self.state.node_commands().get(node)
+        if spec is None:  # a simulated node (core.simulation): its process hosts many; restart that
+            raise RuntimeError(f"node {node} has no command of its own here (a simulated node?)")
         for proc in self.spawned.values():
             proc.poll()  # reap agents we respawned earlier that have died since
         old = self.state.pids().get(node)

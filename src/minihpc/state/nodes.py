@@ -26,6 +26,7 @@ class NodeRegistry:
     def register_node(
         self, name: str, addr: str, cpus: int, memory_bytes: int, ttl: float, metrics: str = "", gpus: int = 0,
         cpu_model: str = "", cpu_limit: float | None = None, gpu_model: str = "", gpu_devices: list[int] | None = None,
+        simulated: bool = False,
     ) -> None:
         """Record what the node is made of (each registration says it anew) and that it is up.
         What was measured of it (core.measurements) stays until measured again. ``gpu_devices``:
@@ -38,7 +39,8 @@ class NodeRegistry:
                 keys.node(name),
                 mapping={"name": name, "addr": addr, "cpus": cpus, "memory_bytes": memory_bytes, "gpus": len(devices),
                          "gpu_devices": ",".join(map(str, devices)), "cpu_model": cpu_model, "gpu_model": gpu_model,
-                         "metrics": metrics, "registered_at": now, "last_heartbeat": now},
+                         "metrics": metrics, "registered_at": now, "last_heartbeat": now,
+                         "simulated": int(simulated)},
             )
             if cpu_limit is not None:
                 pipe.hset(keys.node(name), "cpu_limit", cpu_limit)
@@ -65,10 +67,15 @@ class NodeRegistry:
             self.r.hset(keys.node(name), mapping=fields)
 
     def heartbeat(self, name: str, ttl: float) -> None:
+        self.heartbeats([name], ttl)
+
+    def heartbeats(self, names: list[str], ttl: float) -> None:
+        """Each node's beat, in one round trip (one host of many simulated nodes beats them so)."""
         now = time.time()
         with self.r.pipeline(transaction=False) as pipe:
-            pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
-            pipe.hset(keys.node(name), "last_heartbeat", now)
+            for name in names:
+                pipe.set(keys.node_alive(name), now, px=int(ttl * 1000))
+                pipe.hset(keys.node(name), "last_heartbeat", now)
             pipe.execute()
 
     def leave(self, name: str) -> None:
@@ -266,6 +273,7 @@ def _node_status(name: str, info: dict, alive, alloc, drain) -> NodeStatus:
         gpu_model=info.get("gpu_model", ""),
         gflops=measurements.number(info.get(measurements.GFLOPS)),
         allreduce_gbps=measurements.number(info.get(measurements.ALLREDUCE)),
+        simulated=info.get("simulated") == "1",
     )
 
 

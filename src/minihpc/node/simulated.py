@@ -1,0 +1,148 @@
+"""Simulated nodes (core.simulation): many node agents in one process, each registering,
+heartbeating and taking launch tasks from its own rq queue exactly as a real agent does, whose
+share of a job is a timer instead of torchrun. The master, the queues, the records and the
+health checks cannot tell them apart from real nodes, except that each says it is simulated,
+so the control plane's cost can be measured at hundreds of nodes on one machine.
+
+``minihpc simulate COUNT`` runs them (``--prefix``, ``--cpus``, ``--seconds``); SIGTERM or
+SIGINT makes every one leave as a stopped agent does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import signal
+import threading
+import time
+
+from rq.timeouts import TimerDeathPenalty
+
+from minihpc.core import simulation
+from minihpc.core.config import Settings
+from minihpc.core.launch_spec import LaunchSpec
+from minihpc.core.models import JobState
+from minihpc.core.outcome import NodeResult
+from minihpc.machine.ports import free_port
+from minihpc.node import agent as agents
+from minihpc.node import joblog
+from minihpc.node.share import Stop, agree_port, broken, current_or_unknown, report
+from minihpc.state.connect import REDIS_ERRORS, connect, retrying
+from minihpc.state.store import Store
+
+log = logging.getLogger(__name__)
+
+SIM_MEMORY = 64 << 30
+"""Memory each simulated node says it has."""
+
+
+class SimulatedAgent(agents.NodeAgent):
+    simulated = True
+
+    def __init__(self, settings: Settings, name: str, cpus: int, seconds: float):
+        super().__init__(settings.with_overrides(warm_launcher=False, speed_probe=False, job_firewall=False,
+                                                 job_user=""), name, addr=name)
+        self.cpus, self.seconds = cpus, seconds
+        self.registered = False
+
+    def start_heartbeats(self) -> None:
+        self.registered = True  # from now on the host beats for it, with all of its nodes (beat_all)
+
+    def beating(self) -> bool:
+        return self.registered and not self._stopped.is_set()
+
+    def hardware(self) -> dict:
+        return {"cpus": self.cpus, "memory_bytes": SIM_MEMORY, "gpu_devices": [], "cpu_model": "simulated",
+                "cpu_limit": None, "gpu_model": ""}
+
+    def worker(self):
+        worker = super().worker()
+        # A thread may not set signal handlers: the host process handles SIGTERM and SIGINT,
+        # and a task's timeout (if the master gives one) is a timer, not SIGALRM.
+        worker._install_signal_handlers = lambda: None
+        worker.death_penalty_class = TimerDeathPenalty
+        return worker
+
+    def share(self, spec: LaunchSpec) -> NodeResult:
+        try:
+            result, stopped = self._timer(spec)
+        except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
+            result, stopped = broken(self.store, spec, exc), None
+        if stopped is Stop.NODE_SHUTTING_DOWN:
+            try:
+                retrying(self.store.transition, spec.job_id, JobState.NODE_FAIL, f"node {spec.node} shut down",
+                         attempt=spec.attempt, failed_node=spec.node, what=f"job {spec.job_id} node failure",
+                         deadline=10.0)
+            except REDIS_ERRORS:
+                log.warning("job %s: could not record node %s shutting down", spec.job_id, spec.node)
+        return report(self.store, spec, result)
+
+    def _timer(self, spec: LaunchSpec) -> tuple[NodeResult, Stop | None]:
+        """The share: the rendezvous a real one makes, then a wait of the job's duration,
+        ended early as a real share's ranks are (the job cancelled, the node stopping)."""
+        store = self.store
+        if not retrying(store.attempt_is_current, spec.job_id, spec.attempt, what=f"job {spec.job_id} launch"):
+            return NodeResult(None), None
+        job = retrying(store.get_job, spec.job_id, what=f"job {spec.job_id} launch")
+        if not simulation.wanted(job.constraint):  # the scheduler never does this; a real job is never faked
+            raise RuntimeError(f"node {spec.node} is simulated and runs only jobs with "
+                               f"--constraint {simulation.FEATURE}")
+        port = free_port() if spec.launch == "batch" else retrying(agree_port, store, spec, self.settings.poll_interval,
+                                                                   what=f"job {spec.job_id} rendezvous")
+        if port is None:
+            return NodeResult(None), None
+        self._log(spec, f"=== {joblog.stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
+                        f"{spec.node_rank} of {spec.nnodes}, simulated) ===\n")
+        deadline = time.monotonic() + simulation.duration(spec.args, self.seconds)
+        stopped = None
+        while (left := deadline - time.monotonic()) > 0:
+            if self.shutting_down.wait(min(left, self.settings.poll_interval)):
+                stopped = Stop.NODE_SHUTTING_DOWN
+                break
+            if not current_or_unknown(store, spec):
+                stopped = Stop.JOB_ENDED
+                break
+        code = simulation.exit_code(spec.args) if stopped is None else None
+        result = NodeResult(code, at=time.time() if code else None) if stopped is None else NodeResult(None)
+        self._log(spec, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: "
+                        f"{'exit code ' + str(code) if stopped is None else stopped.value} ===\n")
+        return result, stopped
+
+    @staticmethod
+    def _log(spec: LaunchSpec, line: str) -> None:
+        if spec.log_path:
+            os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
+            with open(spec.log_path, "a") as out:
+                out.write(line)
+
+
+def beat_all(nodes: list[SimulatedAgent], settings: Settings, stop: threading.Event) -> None:
+    """Every node's heartbeat, as each real agent's thread writes it, in one round trip a beat:
+    a thread of its own per node cost a simulated cluster more CPU than its jobs."""
+    store = Store(connect(settings.redis_url))
+    while not stop.wait(settings.heartbeat_interval):
+        try:
+            store.heartbeats([n.name for n in nodes if n.beating()], settings.node_timeout)
+        except REDIS_ERRORS as exc:
+            log.warning("simulated nodes: heartbeat failed: %s", exc)
+
+
+def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -> int:
+    """Run a simulated agent per name, each in its own thread, until SIGTERM or SIGINT; then
+    each leaves (its alive key dropped), as a stopped agent does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # three connections a node
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    nodes = [SimulatedAgent(settings, name, cpus, seconds) for name in node_names]
+    for node in nodes:
+        threading.Thread(target=node.run, name=f"sim-{node.name}", daemon=True).start()
+    log.info("%d simulated node(s) started (%s ... %s)", len(nodes), node_names[0], node_names[-1])
+    threading.Thread(target=beat_all, args=(nodes, settings, stop), name="heartbeats", daemon=True).start()
+    stop.wait()
+    for node in nodes:
+        node.going_down()
+    log.info("%d simulated node(s) left", len(nodes))
+    os._exit(0)  # the workers block in their dequeues for minutes; what they hold is void now
