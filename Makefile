@@ -167,7 +167,7 @@ validate: venv ## Validate distributed training locally (no cluster): 1 vs 4 wor
 	@$(MINIHPC) validate baseline save --metrics $(VALIDATE_DIR)/multi.json --name $(BASELINE)
 
 ##@ Development
-.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu docs bench bench-api bench-recovery bench-balance bench-tenancy bench-demo lock
+.PHONY: venv test test-unit test-integration test-ansible test-e2e test-gpu docs bench bench-api bench-recovery bench-balance bench-scale bench-tenancy bench-demo lock
 venv: ## Create .venv from the wheelhouse (built once per machine).
 	@bash scripts/host-deps.sh venv
 	@VENV=$(VENV) bash scripts/venv.sh
@@ -211,6 +211,9 @@ bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0
 
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
+
+bench-scale: venv ## The control plane against size, on simulated nodes: NODES ("10 100 1000") x queued JOBS ("1000 10000 100000"); goals and verdicts, bench/results/scale.json and scale.svg.
+	@$(PY) scripts/bench_scale.py $(if $(NODES),--nodes "$(NODES)") $(if $(JOBS),--jobs "$(JOBS)")
 
 bench-tenancy: venv ## On Compose: submit -> first barrier of a 3-node job with every job as one account vs each as its owner (SAMPLES, 5).
 	@$(PY) scripts/bench_tenancy.py

@@ -32,6 +32,7 @@ FIELDS = {
     "cpus_per_task": "--cpus-per-task", "output": "--output", "error": "--error", "export": "--export",
     "signal": "--signal", "begin": "--begin", "mem": "--mem", "gres": "--gres", "partition": "--partition",
     "array": "--array", "gpus_per_node": "--gpus-per-node", "gpus": "--gpus", "gpus_per_task": "--gpus-per-task",
+    "constraint": "--constraint",
 }
 """Submission fields and the sbatch option each stands for (a few have a second name)."""
 OTHER_FIELDS = {"script", "script_name", "args", "file"}

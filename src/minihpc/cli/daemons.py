@@ -57,7 +57,7 @@ def cmd_master(args, settings: Settings) -> int:
         from minihpc.metrics.cluster import ClusterCollector
         from minihpc.metrics.http import serve
 
-        port = serve(args.metrics_port, ClusterCollector(master.store))
+        port = serve(args.metrics_port, ClusterCollector(master.store), extra=(master.pass_seconds,))
         master.cluster_metrics = f"{args.addr or socket.gethostname()}:{port}"
     signal.signal(signal.SIGTERM, lambda *_: master.stop.set())
     try:
