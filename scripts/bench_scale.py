@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "minihpc.cli"]
 SHAPES = [(1, "normal"), (1, "high"), (2, "low"), (4, "normal"), (8, "high"), (1, "low")]
 """Nodes and priority of each successive array of held jobs."""
+API_JOBS, API_CLIENTS = 200, 8
+"""Jobs submitted one a request through the API, by one client and by API_CLIENTS at once."""
 SHORT_JOBS = 2000
 """Short jobs run past the full queue, for the start rate and the bytes an ended job keeps."""
 
@@ -89,6 +92,17 @@ class Bench:
     def cpu(self, pid: int) -> float:
         times = psutil.Process(pid).cpu_times()
         return times.user + times.system
+
+    def settle(self, limit: float = 120.0) -> float:
+        """Wait until the master is idle (under a tenth of a core over a second, after taking in
+        what was just submitted); the seconds it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < limit:
+            before = self.cpu(self.pids["master"])
+            time.sleep(1.0)
+            if self.cpu(self.pids["master"]) - before < 0.1:
+                break
+        return time.monotonic() - started
 
     def window(self, seconds: float = 5.0) -> dict:
         """Over ``seconds`` of what runs now: CPU of the master, the simulated nodes and Redis
@@ -194,13 +208,21 @@ def calls(bench: Bench) -> dict:
         bench.cli("cancel", job)
         cancels.append(time.perf_counter() - start)
     out["scancel_s"] = statistics.median(cancels)
-    with httpx.Client(headers=bench.auth, timeout=30) as client:
-        start, n = time.perf_counter(), 200
-        for _ in range(n):
-            client.post(f"{bench.api}jobs", json={"script": "print(1)\n", "constraint": "simulated",
-                                                  "begin": "2099-01-01"}).raise_for_status()
-        out["api_submit_per_s"] = n / (time.perf_counter() - start)
-    bench.submitted += 200 + 6
+    def client(count: int) -> None:
+        with httpx.Client(headers=bench.auth, timeout=60) as http:
+            for _ in range(count):
+                http.post(f"{bench.api}jobs", json={"script": "print(1)\n", "constraint": "simulated",
+                                                    "begin": "2099-01-01"}).raise_for_status()
+
+    for clients in (1, API_CLIENTS):
+        threads = [threading.Thread(target=client, args=(API_JOBS // clients,)) for _ in range(clients)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out[f"api_submit_per_s_{clients}"] = API_JOBS / (time.perf_counter() - start)
+    bench.submitted += 2 * API_JOBS + 6
     return out
 
 
@@ -217,8 +239,7 @@ def measure(nodes: int, levels: list[int]) -> dict:
             before = bench.memory()
             queued = bench.submitted
             rate = bench.fill(target)
-            time.sleep(2)
-            level = {"jobs": target, "cli_submit_per_s": rate,
+            level = {"jobs": target, "cli_submit_per_s": rate, "settle_s": bench.settle(),
                      "bytes_per_pending_job": (bench.memory() - before) / max(1, target - queued)}
             level.update(bench.window())
             level.update(bench.reads())

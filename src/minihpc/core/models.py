@@ -82,7 +82,10 @@ class Priority(str, Enum):
     @property
     def rank(self) -> int:
         """0 is served first."""
-        return (Priority.HIGH, Priority.NORMAL, Priority.LOW).index(self)
+        return _PRIORITY_RANKS[self]
+
+
+_PRIORITY_RANKS = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
 
 class NodeState(str, Enum):

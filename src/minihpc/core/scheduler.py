@@ -108,6 +108,13 @@ class Profile:
         self.now = now
         self.busy = {name: [(now, t)] if t > now else [] for name, t in frees_at.items()}
         self.idle = {n for n, t in frees_at.items() if t <= now} if idle is None else set(idle)
+        self.held: set[str] = {n for n, t in frees_at.items() if t == INF}
+        """Nodes reserved for good (until INF): no job can ever be given them in this plan."""
+
+    def all_held(self, nodes: list[str]) -> bool:
+        """Whether every one of ``nodes`` is reserved for good: a job that may have only them
+        can neither start nor be promised a start, and holding them changes nothing."""
+        return all(n in self.held for n in nodes)
 
     def free(self, node: str, start: float, duration: float) -> bool:
         """Whether ``node`` has no reservation in [start, start + duration)."""
@@ -141,6 +148,8 @@ class Profile:
         chosen = [*required, *free][:max(count, len(required))]
         for n in chosen:
             self.busy[n].append((start, start + duration))
+            if start <= self.now and start + duration == INF:
+                self.held.add(n)
         return chosen
 
     def hold(self, count: int, nodes: list[str], required: tuple[str, ...] = ()) -> None:
@@ -152,6 +161,7 @@ class Profile:
         others = sorted((n for n in nodes if n not in required), key=free_for_good)
         for n in [*required, *others][:max(count, len(required))]:
             self.busy[n].append((self.now, INF))
+            self.held.add(n)
 
 
 def dependency_status(job: Job, states: dict[int, JobState | None], others: Iterable[Job] = ()) -> str | None:
@@ -238,6 +248,11 @@ def plan(
             why = NOT_AVAILABLE
         if why is not None:
             result.reasons[job.id] = why
+            continue
+        if profile.all_held(candidates):  # what it may have is held for good by jobs ahead of it
+            result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
+            result.promised[job.id] = None
+            someone_ahead_waits = True
             continue
         duration = job.time_limit if job.time_limit is not None else INF
         start = profile.earliest(job.nodes_requested, duration, candidates, required)

@@ -11,8 +11,10 @@ from minihpc.core.models import Job, NodeStatus
 from minihpc.core.partitions import Partitions
 from minihpc.state.queues import launch_id, node_queue
 
-LAUNCH_RESULT_TTL = 600
-"""Seconds rq keeps a finished launch task's result."""
+LAUNCH_RESULT_TTL = 0
+"""Seconds rq keeps a finished launch task: none. The node's report (keys.JOB_RESULTS) is the
+record of how the share ended; rq's copy of the task (its whole payload, about a kilobyte a
+node) and of its result kept for 10 minutes cost Redis ~10 KiB per ended job (issue 38)."""
 LAUNCH_FAILURE_TTL = 86400
 """Seconds rq keeps a failed launch task (for an operator to read)."""
 

@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from prometheus_client import Histogram
 
-from minihpc.core import dependency, scheduler
+from minihpc.core import dependency, replan, scheduler
 from minihpc.core.config import Settings
 from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
@@ -69,6 +69,8 @@ class Master:
                                                               RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         self.pending: dict[int, tuple[int, Job]] = {}  # pending records by revision: state.jobs.pending_jobs
+        self.planned: tuple | None = None  # what the last plan was made from (core.replan)
+        self.next_begin: float | None = None  # the next --begin time among the pending jobs
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
             budget=settings.restart_budget,
@@ -149,11 +151,16 @@ class Master:
     def schedule(self, nodes: list[NodeStatus], by_name: dict[str, NodeStatus], now: float) -> scheduler.Plan:
         """Start what the plan says, cancel what can never run, and say why the rest waits."""
         store = self.store
+        # Read before the jobs: a write after it makes the next pass plan again.
+        revision = store.jobs_revision()
+        cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
+        signature = replan.signature(revision, nodes, cluster)
+        if not replan.due(self.planned, signature, now, self.next_begin):
+            return scheduler.Plan()  # nothing a plan reads has changed: it would be the last one
         running = store.running_jobs()
         pending = store.pending_jobs(self.pending)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
         deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
-        cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
         plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
                               published_cpus(cluster))
         for job_id, reason in plan.cancels.items():
@@ -167,6 +174,7 @@ class Master:
                     log.info("job %s: RUNNING on %s (attempt %s)", job_id, ",".join(chosen), job.attempts)
         current = {job.id: job.reason for job in pending}
         store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
+        self.planned, self.next_begin = signature, replan.next_begin(pending, now)
         return plan
 
     def free_stale_allocations(self, nodes: list[NodeStatus], now: float, quiet: bool) -> None:

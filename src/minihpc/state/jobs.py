@@ -23,6 +23,7 @@ def write_job(pipe, job_id: int, fields: dict) -> None:
     in the same transaction (keys.JOB_REVISION)."""
     pipe.hset(keys.job(job_id), mapping=fields)
     pipe.hincrby(keys.job(job_id), keys.JOB_REVISION, 1)
+    pipe.incr(keys.JOBS_REVISION)
 
 
 def to_refetch(ids: list[int], revisions: list, cached: dict[int, tuple[int, Job]]) -> list[int]:
@@ -196,6 +197,10 @@ class JobRecords:
             del cache[job_id]
         return [cache[i][1] for i in ids if i in cache]
 
+    def jobs_revision(self) -> int:
+        """The count of job-record writes so far (keys.JOBS_REVISION)."""
+        return int(self.r.get(keys.JOBS_REVISION) or 0)
+
     def running_jobs(self) -> list[Job]:
         return self.get_jobs(int(i) for i in self.r.smembers(keys.JOBS_ACTIVE))
 
@@ -263,6 +268,7 @@ class JobRecords:
                 elif want == "ended":
                     pipe.zadd(keys.JOBS_ENDED, {job_id: time.time()})
                 fixed[job_id] = f"{state.value if state else 'no record'}: in {sorted(have) or 'no set'}, now {want or 'none'}"
+            pipe.incr(keys.JOBS_REVISION)
             pipe.execute()
         return fixed
 
@@ -273,6 +279,7 @@ class JobRecords:
             pipe.zrem(keys.JOBS_ENDED, job.id)
             if job.array_job_id is not None:
                 pipe.zrem(keys.array_tasks(job.array_job_id), job.id)
+            pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
             pipe.execute()
 
     def ended_before(self, when: float) -> list[int]:

@@ -44,6 +44,10 @@ that reports no progress by the next attempt's."""
 JOB_SERIES = "minihpc:job:{0}:series"
 """List: JSON progress reports of job {0} as its agents forwarded them (every node, sampled at
 the agents' poll rate; capped), for `minihpc report`."""
+JOBS_REVISION = "minihpc:jobs:rev"
+"""Counter: bumped with every write to any job record (state.jobs.write_job), so the master
+knows in one read whether any job changed since its last scheduling pass."""
+
 JOBS_PENDING = "minihpc:jobs:pending"
 """Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
 

@@ -1,0 +1,34 @@
+"""Whether the master must plan again (issue 38): a scheduling pass reads every pending job and
+weighs it against every node, so a deep queue made an idle master busy -- 10,000 held jobs
+cost it a core, planning the same nothing every half second. A plan can change only when its
+inputs do: a job record (any write bumps one counter, state.keys.JOBS_REVISION), the nodes
+(up, drained, allocated, what they hold), the cluster's published settings, or the clock
+reaching a pending job's ``--begin``. Time passing alone starts nothing else: a backfill gap
+only shrinks, and a running job's end is a write.
+
+Decisions only; :mod:`minihpc.master.loop` keeps the last signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from minihpc.core.models import Job, NodeStatus
+
+
+def signature(jobs_revision: int, nodes: Iterable[NodeStatus], cluster: Mapping[str, str]) -> tuple:
+    """What a plan is made from, but the job records themselves (their revision stands for them)."""
+    return (jobs_revision,
+            tuple((n.name, n.schedulable, n.job, n.cpus, n.memory_bytes, tuple(n.gpu_devices), n.simulated)
+                  for n in nodes),
+            tuple(sorted(cluster.items())))
+
+
+def due(last: tuple | None, current: tuple, now: float, next_begin: float | None) -> bool:
+    """Whether to plan: never planned, something changed, or a ``--begin`` time has come."""
+    return last != current or (next_begin is not None and now >= next_begin)
+
+
+def next_begin(pending: Iterable[Job], now: float) -> float | None:
+    """The earliest ``--begin`` still to come among the pending jobs; None: none."""
+    return min((j.begin_at for j in pending if j.begin_at is not None and j.begin_at > now), default=None)
