@@ -38,7 +38,7 @@ class FakeStore:
     def node_statuses(self):
         return self.nodes
 
-    def pending_jobs(self):
+    def pending_jobs(self, cache=None):
         return self.pending
 
     def running_jobs(self):

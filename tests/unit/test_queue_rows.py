@@ -12,6 +12,7 @@ from minihpc.api.app import error, status_of
 from minihpc.api.auth import principal
 from minihpc.api.views import panel_json
 from minihpc.cli.display import queue_rows
+from minihpc.client import jobs as client_jobs
 from minihpc.client.access import Principal
 from minihpc.client.arrays import task_id
 from minihpc.core.errors import MinihpcError
@@ -119,7 +120,7 @@ class FakeStore:
     def running_jobs(self):
         return [j for j in self.jobs.values() if j.state is R]
 
-    def pending_jobs(self):
+    def pending_jobs(self, cache=None):
         return [j for j in self.jobs.values() if j.state is PD]
 
     def _ended(self):
@@ -158,7 +159,7 @@ def cluster():
     store = FakeStore([running, *tasks, *old])
     app = FastAPI()
     app.include_router(api_queue.router)
-    app.state.store = store
+    app.state.store, app.state.pending = store, client_jobs.PendingCache()
     app.dependency_overrides[principal] = lambda: Principal("alice")
     app.add_exception_handler(MinihpcError, lambda request, exc: error(status_of(exc), str(exc)))
     return store, TestClient(app)

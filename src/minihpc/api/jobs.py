@@ -111,7 +111,8 @@ async def post_job(request: Request, who: Principal = Depends(principal)):
 def list_jobs(request: Request, state: str | None = None, user: str | None = None, name: str | None = None,
               limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0),
               who: Principal = Depends(principal)):
-    jobs = client_jobs.listing(request.app.state.store, client_jobs.parse_states(state), user, name)
+    jobs = client_jobs.listing(request.app.state.store, client_jobs.parse_states(state), user, name,
+                               pending=request.app.state.pending)
     now = time.time()
     return {"jobs": [job_json(reading.redacted(who, j), now) for j in jobs[offset:offset + limit]], "total": len(jobs),
             "limit": limit, "offset": offset}

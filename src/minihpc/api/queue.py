@@ -45,7 +45,7 @@ def get_queue(request: Request, limit: int = Query(50, ge=1, le=1000), who: Prin
     """Pending and running jobs in squeue's order and rows: ``rows`` (each a job's fields, of
     the first job it stands for, with ``row_id`` as squeue shows it, ``ref`` as scancel takes it
     and ``count`` jobs), ``total_rows``, ``total_jobs``, ``shown_jobs``, ``more_jobs``."""
-    panel = queue_panel(client_jobs.queue(request.app.state.store), limit)
+    panel = queue_panel(client_jobs.queue(request.app.state.store, pending=request.app.state.pending), limit)
     return panel_json(panel, limit, time.time(), lambda job: reading.redacted(who, job))
 
 

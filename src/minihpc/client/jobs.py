@@ -4,6 +4,7 @@ cancelling -- one rule for every face (CLI, REST API)."""
 from __future__ import annotations
 
 import pwd
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -34,11 +35,25 @@ def parse_job_id(text: str) -> int:
     return value
 
 
-def queue(store: Store, include_ended: bool = False) -> list[Job]:
+class PendingCache:
+    """Pending job records by revision (Store.pending_jobs), shared by a process's requests."""
+
+    def __init__(self):
+        self.records: dict = {}
+        self.lock = threading.Lock()
+
+
+def queue(store: Store, include_ended: bool = False, pending: PendingCache | None = None) -> list[Job]:
     """Running jobs, then pending ones in the order they will start, then (optionally) the
-    recently ended: what squeue shows."""
+    recently ended: what squeue shows. ``pending``: a long-lived reader's cache of pending
+    records (the API's), so a deep queue is read whole only once."""
     running = sorted(store.running_jobs(), key=lambda j: j.id)
-    pending = queue_order(store.pending_jobs(), running)
+    if pending is None:
+        waiting = store.pending_jobs()
+    else:
+        with pending.lock:
+            waiting = store.pending_jobs(pending.records)
+    pending = queue_order(waiting, running)
     ended = sorted(store.ended_jobs(limit=QUEUE_ENDED), key=lambda j: j.id) if include_ended else []
     return running + pending + ended
 
@@ -96,10 +111,10 @@ def cancel(store: Store, job_id: int, who: Principal) -> None:
 
 
 def listing(store: Store, states: set[JobState] | None = None, user: str | None = None,
-            name: str | None = None) -> list[Job]:
+            name: str | None = None, pending: PendingCache | None = None) -> list[Job]:
     """Jobs as the queue orders them (running, pending in start order), then ended ones newest
     first, filtered by state, owner and name (a substring)."""
-    jobs = queue(store)
+    jobs = queue(store, pending=pending)
     if states is None or any(s.terminal for s in states):
         jobs += store.ended_jobs(limit=QUEUE_LISTED)
     return [j for j in jobs

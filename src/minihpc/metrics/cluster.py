@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
@@ -53,11 +54,16 @@ JOB_INFO = ("job_id", "name", "user", "partition", "state")
 class ClusterCollector:
     def __init__(self, store: Store):
         self.store = store
+        # Pending records by revision, as the master keeps them: a scrape of a deep queue reads
+        # each job's revision, and whole records only for those that changed (issue 38).
+        self.pending: dict = {}
+        self.pending_lock = threading.Lock()  # scrapes may overlap (one thread each)
 
     def collect(self) -> Iterator[Metric]:
         store = self.store
         nodes = store.node_statuses()
-        pending = store.pending_jobs()
+        with self.pending_lock:
+            pending = store.pending_jobs(self.pending)
         running = store.running_jobs()
         try:
             cluster = store.cluster_info()
