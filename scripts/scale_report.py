@@ -89,13 +89,17 @@ def report(results: list[dict]) -> bool:
         idle = r["idle"]
         print(f"{r['nodes']:>6}{idle['redis_commands_per_s']:>19.0f}{100 * idle['redis_cores']:>6.0f}%"
               f"{100 * idle['master_cores']:>7.0f}%{100 * idle['simulated_cores']:>5.0f}%{idle['redis_bytes_per_node']:>8.0f}"
-              f"{r['short_started_per_s']:>9.0f}{r['bytes_per_ended_job']:>9.0f}"
+              f"{_n(r.get('short_started_per_s')):>9}{_n(r.get('bytes_per_ended_job')):>9}"
               f"{_s(r.get('crash_detect_s')):>8}{_s(r.get('silence_detect_s')):>9}")
     print("\ngoal                                                         measured            verdict")
     verdicts = goals(results)
     for goal, measured, met in verdicts:
         print(f"{goal:<61}{measured:<20}{'met' if met else 'MISSED'}")
     return all(met for _, _, met in verdicts)
+
+
+def _n(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _s(value: float | None) -> str:
