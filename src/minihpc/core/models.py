@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 
@@ -72,6 +74,14 @@ _TRANSITIONS = {
 def can_transition(current: JobState, new: JobState) -> bool:
     """Whether a job in ``current`` may move to ``new`` (see JobState's docstring)."""
     return new in _TRANSITIONS.get(current, ())
+
+
+@functools.lru_cache(maxsize=512)
+def _shared_dict(text: str) -> dict:
+    """A record's JSON object, parsed once for every record that holds the same text: an
+    array's 1,000 tasks carry one --export environment (a kilobyte or more), and the master keeps
+    every pending job in memory (issue 38). Shared, so never changed in place."""
+    return json.loads(text)
 
 
 class Priority(str, Enum):
@@ -164,6 +174,9 @@ class Job:
     _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
+    _SHARED_STRS = ("name", "user", "script", "script_source", "script_sha256", "workdir", "partition", "reason",
+                    "submit_dir", "launch", "constraint", "array_spec")
+    """Text that an array's tasks (and a user's jobs) repeat: one copy in memory (sys.intern)."""
 
     @property
     def array_name(self) -> str:
@@ -228,7 +241,7 @@ class Job:
             if f.name in cls._LISTS:
                 kwargs[f.name] = json.loads(value) if value else []
             elif f.name in cls._DICTS:
-                kwargs[f.name] = json.loads(value) if value else {}
+                kwargs[f.name] = _shared_dict(value) if value else {}
             elif f.name in cls._BOOLS:
                 kwargs[f.name] = value != "0"
             elif f.name in cls._INTS:
@@ -246,7 +259,7 @@ class Job:
             elif f.name in cls._OPT_STRS:
                 kwargs[f.name] = value or None
             else:
-                kwargs[f.name] = value
+                kwargs[f.name] = sys.intern(value) if f.name in cls._SHARED_STRS else value
         return cls(**kwargs)
 
     def to_json(self) -> dict:
