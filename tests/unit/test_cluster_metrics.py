@@ -91,9 +91,15 @@ def test_a_jobs_series_carry_job_id_and_its_name_only_in_job_info():
     assert 'minihpc_job_attempt{job_id="7"} 2.0' in body
     assert 'minihpc_job_step_phase_seconds{job_id="7",phase="forward"} 0.1' in body
     assert re.search(r'minihpc_job_rank_step_seconds\{job_id="7",node="n4",rank="1"\} 0\.3', body), body
-    # No series but the info one has a free-text label, and none has Prometheus's own `job` label.
+    # Every live job counted by user and state, a series per user (not per job).
+    assert 'minihpc_jobs_by_user{state="RUNNING",user="alice"} 1.0' in body
+    assert 'minihpc_jobs_by_user{state="PENDING",user="alice"} 3.0' in body
+    # No series but the info one has a free-text label (the per-user count: a user's name only),
+    # and none has Prometheus's own `job` label.
     for line in samples(body):
-        if not line.startswith("minihpc_job_info{"):
+        if line.startswith("minihpc_jobs_by_user{"):
+            assert not re.search(r'[{,]name="', line), line
+        elif not line.startswith("minihpc_job_info{"):
             assert not re.search(r'[{,](name|user)="', line), line
         assert not re.search(r'[{,]job="', line), line
 

@@ -6,8 +6,10 @@
 - counters and histograms the cluster keeps as things happen (minihpc.state.stats): jobs started
   and ended, requeues, node restarts, wait and run times, node recovery times;
 - Redis's memory and its maxmemory (MinihpcRedisMemoryHigh), so no Redis exporter is needed;
-- one ``minihpc_job_info{job_id, name, user, partition, state}`` series per live job, the only
-  series with a job's free-text fields: others join it on ``job_id``;
+- one ``minihpc_job_info{job_id, name, user, partition, state}`` series per running job and per
+  pending job up to JOB_INFO_PENDING_MAX (the next to start first), the only series with a
+  job's free-text fields: others join it on ``job_id``; ``minihpc_jobs_by_user{user, state}``
+  counts every live job, however deep the queue (a series per user, not per job);
 - training metrics of *running* jobs, from their progress reports (minihpc.progress): step,
   progress, loss, samples/s, step time by phase, gradient norm; and for multi-node jobs each
   reporting rank's smoothed compute time per step and its ratio to the other ranks'
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import redis
@@ -48,6 +51,9 @@ TRAINING = {
 }
 
 JOB_INFO = ("job_id", "name", "user", "partition", "state")
+JOB_INFO_PENDING_MAX = 1000
+"""Pending jobs given a minihpc_job_info series, in queue order: a queue of 100,000 made as many
+series per scrape (issue 38); minihpc_jobs_by_user counts them all."""
 """Labels of ``minihpc_job_info``: the job's id and what describes it, free text included."""
 
 
@@ -74,6 +80,7 @@ class ClusterCollector:
         yield from self._counters(nodes)
         yield from self._redis()
         yield self._job_info(pending, running, Partitions.from_record(cluster or {}))
+        yield self._by_user(pending, running)
         yield from self._training(running)
 
     def _nodes(self, nodes: list[NodeStatus]) -> Iterator[Metric]:
@@ -160,9 +167,17 @@ class ClusterCollector:
         family = GaugeMetricFamily("minihpc_job_info", "One series per pending or running job, always 1: its "
                                    "name, user, partition and state, for joins on job_id "
                                    "(* on(job_id) group_left(name) minihpc_job_info).", labels=list(JOB_INFO))
-        for job in [*running, *pending]:
+        for job in [*running, *scheduler.queue_order(pending, running)[:JOB_INFO_PENDING_MAX]]:
             family.add_metric([str(job.id), job.name, job.user, partitions.effective(job.partition),
                                job.state.value], 1.0)
+        return family
+
+    @staticmethod
+    def _by_user(pending: list[Job], running: list[Job]) -> Metric:
+        family = GaugeMetricFamily("minihpc_jobs_by_user", "Pending and running jobs of each user.",
+                                   labels=["user", "state"])
+        for (user, state), count in sorted(Counter((j.user, j.state.value) for j in [*running, *pending]).items()):
+            family.add_metric([user, state], count)
         return family
 
     def _training(self, running: list[Job]) -> Iterator[Metric]:
