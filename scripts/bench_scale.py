@@ -70,6 +70,8 @@ class Bench:
         self.api, self.auth = api["url"], {"Authorization": f"Bearer {api['token']}"}
         self.metrics = f"http://{self.store.cluster_info().get('cluster_metrics') or _master_metrics(self.state)}/metrics"
         self.submitted = 0
+        self.arrays: list[int] = []  # the held arrays, the last one's tasks cancelled one by one
+        self.cancelled = 0
 
     def close(self) -> None:
         local.down(self.state, log=lambda *_: None)
@@ -114,8 +116,14 @@ class Bench:
         time.sleep(seconds)  # nothing of the bench's own meanwhile: a scrape runs in the master
         out = {f"{k}_cores": (self.cpu(p) - before[k]) / seconds for k, p in procs.items()}
         out["redis_commands_per_s"] = (int(self.redis.info("stats")["total_commands_processed"]) - commands) / seconds
+        # Passes that plan: the master plans only when something changed, so change something
+        # once a second (cancel one held job), as a busy queue would.
         passes = scale_report.buckets(httpx.get(self.metrics, timeout=300).text)
-        time.sleep(seconds)
+        for _ in range(int(seconds)):
+            if self.arrays:
+                self.cli("cancel", f"{self.arrays[-1]}_{self.cancelled}")
+                self.cancelled += 1
+            time.sleep(1.0)
         passes = scale_report.delta(scale_report.buckets(httpx.get(self.metrics, timeout=300).text), passes)
         out["pass_p50_s"], out["pass_p95_s"] = scale_report.quantile(passes, 0.5), scale_report.quantile(passes, 0.95)
         out["passes"] = passes[-1][1] if passes else 0
@@ -130,7 +138,8 @@ class Bench:
             extra = [f"--dependency=afterok:{first}"] if first is not None and (self.submitted // 1000) % 5 == 4 else []
             out = self.cli("submit", "--parsable", "-C", "simulated", f"--array=0-{count - 1}", "-N", nodes,
                            "--priority", priority, "--begin", "2099-01-01", *extra, self.script, "--sim-seconds", 1)
-            first = first or int(out.stdout.strip().split(";")[0])
+            self.arrays.append(int(out.stdout.strip().split(";")[0]))
+            first = first or self.arrays[-1]
             self.submitted += count
             added += count
         return added / (time.perf_counter() - started)
@@ -151,6 +160,7 @@ class Bench:
         """``count`` one-node jobs of no duration, at the front of the queue: starts per second
         (first start to last start) and Redis bytes each keeps once ended."""
         before = self.memory()
+        passes = scale_report.buckets(httpx.get(self.metrics, timeout=300).text)
         ids = []
         for start in range(0, count, 1000):
             n = min(1000, count - start)
@@ -163,8 +173,11 @@ class Bench:
             if len(jobs) >= count and all(j["state"] == "COMPLETED" for j in jobs):
                 break
             time.sleep(1)
+        busy = scale_report.delta(scale_report.buckets(httpx.get(self.metrics, timeout=300).text), passes)
         starts = sorted(j["started_at"] for j in jobs if j.get("started_at"))
         return {"short_started_per_s": (len(starts) - 1) / max(1e-9, starts[-1] - starts[0]),
+                "busy_pass_p50_s": scale_report.quantile(busy, 0.5), "busy_pass_p95_s": scale_report.quantile(busy, 0.95),
+                "busy_passes": busy[-1][1] if busy else 0,
                 "bytes_per_ended_job": (self.memory() - before) / count,
                 "short_all_completed": len(jobs) >= count and all(j["state"] == "COMPLETED" for j in jobs)}
 

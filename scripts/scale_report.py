@@ -84,12 +84,12 @@ def report(results: list[dict]) -> bool:
                   f"{lv['squeue_s']:>7.2f}s{lv['api_jobs_s']:>9.2f}s{lv['scrape_s']:>7.2f}s"
                   f"{lv['bytes_per_pending_job']:>7.0f}")
     print(f"\n{'nodes':>6}{'idle: redis cmd/s':>19}{'redis':>7}{'master':>8}{'sim':>6}{'B/node':>8}{'short/s':>9}"
-          f"{'B/ended':>9}{'crash':>8}{'silence':>9}")
+          f"{'B/ended':>9}{'busy p95':>9}{'crash':>8}{'silence':>9}")
     for r in results:
         idle = r["idle"]
         print(f"{r['nodes']:>6}{idle['redis_commands_per_s']:>19.0f}{100 * idle['redis_cores']:>6.0f}%"
               f"{100 * idle['master_cores']:>7.0f}%{100 * idle['simulated_cores']:>5.0f}%{idle['redis_bytes_per_node']:>8.0f}"
-              f"{_n(r.get('short_started_per_s')):>9}{_n(r.get('bytes_per_ended_job')):>9}"
+              f"{_n(r.get('short_started_per_s')):>9}{_n(r.get('bytes_per_ended_job')):>9}{_s(r.get('busy_pass_p95_s')):>9}"
               f"{_s(r.get('crash_detect_s')):>8}{_s(r.get('silence_detect_s')):>9}")
     print("\ngoal                                                         measured            verdict")
     verdicts = goals(results)

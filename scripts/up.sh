@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/dotenv.sh
 source scripts/workers.sh
 env_ensure
+acl_before=$(sha256sum "$REDIS_ACL_FILE" 2>/dev/null || true)
 redis_acl_write
 workers_apply "${WORKERS:-$(env_get MINIHPC_WORKERS)}"
 cpu_quotas "$(env_get MINIHPC_WORKERS)"
@@ -24,7 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 start=$(date +%s.%N)
+redis_was_up=$("${compose[@]}" ps -q redis 2>/dev/null || true)
 "${compose[@]}" up -d --remove-orphans
+if [ -n "$redis_was_up" ] && [ "$acl_before" != "$(sha256sum "$REDIS_ACL_FILE")" ]; then
+    # A Redis left running keeps the users it read at its start: a release that adds a key
+    # (or a changed password) would find every daemon refused on it. Its data is on its volume.
+    echo "==> Redis's users changed: restarting Redis to read them"
+    "${compose[@]}" restart redis >/dev/null
+fi
 timeout=${UP_TIMEOUT:-180}
 tty=0; [ -t 1 ] && tty=1
 while true; do

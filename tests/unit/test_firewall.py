@@ -37,3 +37,8 @@ def test_no_address_of_a_family_makes_no_command_for_it():
 def test_the_jump_is_checked_before_it_is_added_first_in_output():
     assert firewall.jump("iptables", check=True) == ["iptables", "-w", "5", "-C", "OUTPUT", "-j", firewall.CHAIN]
     assert firewall.jump("iptables", check=False) == ["iptables", "-w", "5", "-I", "OUTPUT", "1", "-j", firewall.CHAIN]
+
+
+def test_loopback_is_guarded_too_when_redis_is_on_this_machine():
+    assert firewall.guarded(["10.0.0.5"], {"10.0.0.5", "127.0.0.1"}) == ["10.0.0.5", "127.0.0.1", "::1"]
+    assert firewall.guarded(["10.0.0.5"], {"10.0.0.9", "127.0.0.1"}) == ["10.0.0.5"]

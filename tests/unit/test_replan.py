@@ -14,7 +14,13 @@ CLUSTER = {"partitions": "", "default_partition": "main"}
 
 def test_an_unchanged_cluster_is_not_planned_again():
     last = replan.signature(41, NODES, CLUSTER)
-    assert not replan.due(last, replan.signature(41, list(NODES), dict(CLUSTER)), now=100.0, next_begin=None)
+    assert not replan.due(last, replan.signature(41, list(NODES), dict(CLUSTER)), now=100.0, next_begin=None,
+                          planned_at=90.0)
+
+
+def test_a_plan_older_than_the_limit_is_made_again_whatever_the_signature():
+    last = replan.signature(41, NODES, CLUSTER)
+    assert replan.due(last, last, now=100.0 + replan.REPLAN_MAX, next_begin=None, planned_at=100.0)
 
 
 def test_the_first_pass_plans():
@@ -31,12 +37,12 @@ def test_any_change_to_jobs_nodes_or_settings_plans_again():
         replan.signature(41, [*NODES, node("n3")], CLUSTER),                        # a node joined
         replan.signature(41, NODES, dict(CLUSTER, partitions="debug=n1")),          # settings published
     ]
-    assert all(replan.due(last, now, now=100.0, next_begin=None) for now in changed)
+    assert all(replan.due(last, now, now=100.0, next_begin=None, planned_at=99.0) for now in changed)
 
 
 def test_a_begin_time_coming_plans_again():
     last = replan.signature(41, NODES, CLUSTER)
-    assert not replan.due(last, last, now=99.9, next_begin=100.0)
+    assert not replan.due(last, last, now=99.9, next_begin=100.0, planned_at=99.0)
     assert replan.due(last, last, now=100.0, next_begin=100.0)
 
 

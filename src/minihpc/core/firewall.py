@@ -26,6 +26,15 @@ def redis_endpoint(url: str) -> tuple[str, int] | None:
     return parts.hostname, parts.port or 6379
 
 
+LOOPBACK = ("127.0.0.1", "::1")
+
+
+def guarded(addresses: list[str], local: set[str]) -> list[str]:
+    """The addresses to keep jobs off: Redis's, and loopback too when Redis is on this machine
+    (a control host that is also a node: Redis listens on 127.0.0.1 as well)."""
+    return sorted({*addresses, *(LOOPBACK if set(addresses) & local else ())})
+
+
 def commands(addresses: list[str], port: int, allowed_uids: list[int],
              allowed_gids: list[int] = ()) -> list[list[str]]:
     """The iptables/ip6tables argv (tool first) that refuse a new TCP connection to ``port`` on

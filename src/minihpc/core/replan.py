@@ -24,9 +24,17 @@ def signature(jobs_revision: int, nodes: Iterable[NodeStatus], cluster: Mapping[
             tuple(sorted(cluster.items())))
 
 
-def due(last: tuple | None, current: tuple, now: float, next_begin: float | None) -> bool:
-    """Whether to plan: never planned, something changed, or a ``--begin`` time has come."""
-    return last != current or (next_begin is not None and now >= next_begin)
+REPLAN_MAX = 30.0
+"""Seconds after which the master plans again whatever the signature says: a write that did
+not bump the counter (an older client during an upgrade, a hand-made change) waits no longer."""
+
+
+def due(last: tuple | None, current: tuple, now: float, next_begin: float | None,
+        planned_at: float | None = None) -> bool:
+    """Whether to plan: never planned, something changed, a ``--begin`` time has come, or the
+    last plan is REPLAN_MAX old."""
+    return (last != current or (next_begin is not None and now >= next_begin)
+            or planned_at is None or now - planned_at >= REPLAN_MAX)
 
 
 def next_begin(pending: Iterable[Job], now: float) -> float | None:

@@ -19,7 +19,8 @@ import re
 FEATURE = "simulated"
 """The feature every simulated node has, and the constraint a job asks for them with."""
 
-_NAMES = re.compile(r"[A-Za-z0-9_.-]+")
+_NAMES = re.compile(r"[^&|()\[\]*\s]+")
+"""A constraint's feature names: whatever lies between its operators (core.features)."""
 
 
 @functools.lru_cache(maxsize=1024)

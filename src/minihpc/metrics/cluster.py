@@ -51,10 +51,10 @@ TRAINING = {
 }
 
 JOB_INFO = ("job_id", "name", "user", "partition", "state")
+"""Labels of ``minihpc_job_info``: the job's id and what describes it, free text included."""
 JOB_INFO_PENDING_MAX = 1000
 """Pending jobs given a minihpc_job_info series, in queue order: a queue of 100,000 made as many
 series per scrape (issue 38); minihpc_jobs_by_user counts them all."""
-"""Labels of ``minihpc_job_info``: the job's id and what describes it, free text included."""
 
 
 class ClusterCollector:

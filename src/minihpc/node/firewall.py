@@ -11,6 +11,8 @@ import shutil
 import socket
 import subprocess
 
+import psutil
+
 from minihpc.core import firewall
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class JobFirewall:
         except OSError as exc:
             log.warning("job firewall: cannot resolve %s: %s (rules kept as they were)", host, exc)
             return
+        addresses = firewall.guarded(addresses, _local_addresses())
         if addresses == self.applied:
             return
         problem = _apply(firewall.commands(addresses, port, self.allowed, self.allowed_gids))
@@ -76,6 +79,12 @@ def _run(argv: list[str]) -> str | None:
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+
+
+def _local_addresses() -> set[str]:
+    """This machine's own addresses (its network namespace's, in a container)."""
+    return {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)}
 
 
 def _account(user: str) -> list[pwd.struct_passwd]:

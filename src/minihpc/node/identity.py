@@ -104,6 +104,10 @@ def ensure_account(identity: Identity | None) -> Identity | None:
     returned as they are, and so is one that cannot be added (the job still runs, nameless)."""
     if identity is None or os.geteuid() != 0 or not identity.allocated:
         return identity
+    try:  # added before: no lock needed
+        return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)
+    except KeyError:
+        pass
     with _accounts_lock():  # the agents of one machine (local mode) share its user database
         try:
             return dataclasses.replace(identity, user=pwd.getpwuid(identity.uid).pw_name)

@@ -21,6 +21,7 @@ from rq.timeouts import TimerDeathPenalty
 
 from minihpc.core import simulation
 from minihpc.core.config import Settings
+from minihpc.core.errors import UsageError
 from minihpc.core.launch_spec import LaunchSpec
 from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult
@@ -131,6 +132,11 @@ def beat_all(nodes: list[SimulatedAgent], settings: Settings, stop: threading.Ev
 def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -> int:
     """Run a simulated agent per name, each in its own thread, until SIGTERM or SIGINT; then
     each leaves (its alive key dropped), as a stopped agent does."""
+    taken = sorted(n.name for n in Store(connect(settings.redis_url)).node_statuses()
+                   if n.alive and not n.simulated and n.name in set(node_names))
+    if taken:  # two agents on one node's queue: a real one would run simulated jobs for real
+        raise UsageError(f"simulate: {', '.join(taken[:5])} {'is a real node' if len(taken) == 1 else 'are real nodes'} "
+                         "that is up; choose another --prefix")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # three connections a node
     stop = threading.Event()
@@ -140,8 +146,10 @@ def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -
     for node in nodes:
         threading.Thread(target=node.run, name=f"sim-{node.name}", daemon=True).start()
     log.info("%d simulated node(s) started (%s ... %s)", len(nodes), node_names[0], node_names[-1])
-    threading.Thread(target=beat_all, args=(nodes, settings, stop), name="heartbeats", daemon=True).start()
+    beats = threading.Thread(target=beat_all, args=(nodes, settings, stop), name="heartbeats", daemon=True)
+    beats.start()
     stop.wait()
+    beats.join(agents.BEAT_CALL_MAX + 1)  # a beat in flight lands before the nodes leave, not after
     for node in nodes:
         node.going_down()
     log.info("%d simulated node(s) left", len(nodes))

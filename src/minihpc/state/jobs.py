@@ -313,6 +313,7 @@ class JobRecords:
             pipe.zrem(keys.JOBS_ENDED, job_id)
             if array:
                 pipe.zrem(keys.array_tasks(array), job_id)
+            pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)
