@@ -212,8 +212,8 @@ bench-balance: venv ## Equal vs speed-balanced batches on a Compose cluster of 0
 bench-api: venv ## The REST API under load: CLIENTS (50) SSE clients on one job, /health p50/p95 meanwhile.
 	@$(PY) scripts/bench_api.py $(if $(CLIENTS),--clients $(CLIENTS))
 
-bench-scale: venv ## The control plane against size, on simulated nodes: NODES ("10 100 1000") x queued JOBS ("1000 10000 100000"); goals and verdicts, bench/results/scale.json and scale.svg.
-	@$(PY) scripts/bench_scale.py $(if $(NODES),--nodes "$(NODES)") $(if $(JOBS),--jobs "$(JOBS)")
+bench-scale: venv ## The control plane against size, on simulated nodes: NODES ("10 100 1000") x queued JOBS ("1000 10000 100000"; past 10,000 on the most nodes only unless FULL_GRID=1); goals and verdicts, bench/results/scale.json and scale.svg.
+	@$(PY) scripts/bench_scale.py $(if $(NODES),--nodes "$(NODES)") $(if $(JOBS),--jobs "$(JOBS)") $(if $(FULL_GRID),--full-grid)
 
 bench-tenancy: venv ## On Compose: submit -> first barrier of a 3-node job with every job as one account vs each as its owner (SAMPLES, 5).
 	@$(PY) scripts/bench_tenancy.py
