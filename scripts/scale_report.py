@@ -126,8 +126,8 @@ def plot(results: list[dict], width: int = 760, height: int = 480) -> str:
                 lines.append((f"{label}, {r['nodes']} nodes", points, COLOURS[k % len(COLOURS)], DASHES[n % len(DASHES)]))
     xs = [x for _, pts, _, _ in lines for x, _ in pts] or [1, 10]
     ys = [y for _, pts, _, _ in lines for _, y in pts if y > 0] or [1, 10]
-    x0, x1 = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)) + 1e-9)
-    y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)) + 1e-9)
+    x0, x1 = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)) - 1e-9)
+    y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)) - 1e-9)
     x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
     left, top, right, bottom = 70, 20, width - 260, height - 50
 
