@@ -18,9 +18,9 @@ from minihpc import __version__
 from minihpc.api import alerts, cluster, jobs, queue
 from minihpc.api.guard import HEADERS as GUARD_HEADERS, Guard
 from minihpc.api.streams import Hub
-from minihpc.client import jobs as client_jobs
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
 from minihpc.state.connect import REDIS_ERRORS
+from minihpc.state.jobs import PendingCache
 from minihpc.state.store import Store
 
 DOCS_POLICY = GUARD_HEADERS["content-security-policy"] + "; style-src 'self' 'unsafe-inline'"
@@ -69,7 +69,7 @@ def create_app(url: str, store: Store) -> FastAPI:
                               "Every route but /health needs `Authorization: Bearer TOKEN` "
                               "(minihpc token create USER).")
     app.state.store, app.state.hub = store, hub
-    app.state.pending = client_jobs.PendingCache()  # a deep queue is read whole once, then by revision
+    app.state.pending = PendingCache()  # a deep queue is read whole once, then by revision
     app.add_middleware(Guard)
 
     @app.exception_handler(MinihpcError)

@@ -206,12 +206,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (0: any free one)")
     p.set_defaults(func=cmd_agent)
 
-    _add_node_commands(sub)
+    _add_simulate(sub)
 
     p = sub.add_parser("node-exited", help="report a node agent's end to the master (a systemd unit's ExecStopPost)")
     p.add_argument("--name", required=True, help="the node's name")
     p.set_defaults(func=cmd_node_exited)
-
 
     p = sub.add_parser("node", help="run a node's daemons: its agent, and the master with --master")
     p.add_argument("name", help="the node's name")
@@ -234,7 +233,7 @@ def add_parsers(sub) -> None:
     _add_restart_proxy_parser(sub)
 
 
-def _add_node_commands(sub) -> None:
+def _add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="run COUNT simulated node agents in this process (jobs that ask for them "
                        "with --constraint simulated run as timers: core.simulation)")
     p.add_argument("count", type=int, help="how many nodes")

@@ -4,7 +4,6 @@ cancelling -- one rule for every face (CLI, REST API)."""
 from __future__ import annotations
 
 import pwd
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from minihpc.core.scheduler import queue_order
 from minihpc.core.slurm_filters import JobFilter, in_window
 from minihpc.core.slurm_formats import expected_starts
 from minihpc.machine import files
+from minihpc.state.jobs import PendingCache
 from minihpc.state.store import Store
 
 QUEUE_ENDED = 50
@@ -35,24 +35,12 @@ def parse_job_id(text: str) -> int:
     return value
 
 
-class PendingCache:
-    """Pending job records by revision (Store.pending_jobs), shared by a process's requests."""
-
-    def __init__(self):
-        self.records: dict = {}
-        self.lock = threading.Lock()
-
-
 def queue(store: Store, include_ended: bool = False, pending: PendingCache | None = None) -> list[Job]:
     """Running jobs, then pending ones in the order they will start, then (optionally) the
     recently ended: what squeue shows. ``pending``: a long-lived reader's cache of pending
     records (the API's), so a deep queue is read whole only once."""
     running = sorted(store.running_jobs(), key=lambda j: j.id)
-    if pending is None:
-        waiting = store.pending_jobs()
-    else:
-        with pending.lock:
-            waiting = store.pending_jobs(pending.records)
+    waiting = store.pending_jobs() if pending is None else pending.read(store)
     pending = queue_order(waiting, running)
     ended = sorted(store.ended_jobs(limit=QUEUE_ENDED), key=lambda j: j.id) if include_ended else []
     return running + pending + ended

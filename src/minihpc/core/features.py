@@ -11,7 +11,6 @@ Slurm's matching OR (``[a|b]``) and counts (``a*2``) are refused with one line n
 from __future__ import annotations
 
 import functools
-
 import re
 
 from minihpc.core.errors import UsageError

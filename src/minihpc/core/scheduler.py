@@ -249,13 +249,11 @@ def plan(
         if why is not None:
             result.reasons[job.id] = why
             continue
-        if profile.all_held(candidates):  # what it may have is held for good by jobs ahead of it
-            result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
-            result.promised[job.id] = None
-            someone_ahead_waits = True
-            continue
+        # What it may have may be held for good by jobs ahead of it: then it can neither start
+        # nor be promised a start, and holding those nodes again would change nothing.
+        held = profile.all_held(candidates)
         duration = job.time_limit if job.time_limit is not None else INF
-        start = profile.earliest(job.nodes_requested, duration, candidates, required)
+        start = None if held else profile.earliest(job.nodes_requested, duration, candidates, required)
         if start == now:
             result.starts.append((job.id, profile.reserve(now, job.nodes_requested, duration, candidates, required)))
             if job.array_job_id is not None:
@@ -264,12 +262,12 @@ def plan(
         result.reasons[job.id] = "Priority" if someone_ahead_waits else "Resources"
         result.promised[job.id] = start
         someone_ahead_waits = True
-        if start is None:
+        if start is not None:
+            profile.reserve(start, job.nodes_requested, duration, candidates, required)
+        elif not held:
             # No start can be promised (it waits on jobs without time limits): hold its
             # nodes from now on, so that only nodes it could never need go to others.
             profile.hold(job.nodes_requested, candidates, required)
-        else:
-            profile.reserve(start, job.nodes_requested, duration, candidates, required)
     return result
 
 

@@ -16,7 +16,7 @@ from prometheus_client import Histogram
 
 from minihpc.core import dependency, replan, scheduler
 from minihpc.core.config import Settings
-from minihpc.core.models import Job, JobState, NodeStatus
+from minihpc.core.models import JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
 from minihpc.core.outcome import held_failure
 from minihpc.core.partitions import Partitions
@@ -31,6 +31,7 @@ from minihpc.master.stuck import StuckWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
+from minihpc.state.jobs import PendingCache
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,9 @@ class Master:
         self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval,
                                                               RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
-        self.pending: dict[int, tuple[int, Job]] = {}  # pending records by revision: state.jobs.pending_jobs
+        self.pending = PendingCache()  # pending records by revision
         self.planned: tuple | None = None  # what the last plan was made from (core.replan)
         self.planned_at: float | None = None
-        self.passes_planned = 0
         self.next_begin: float | None = None  # the next --begin time among the pending jobs
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
@@ -94,7 +94,7 @@ class Master:
         if self.sd_file and discovery.write_atomically(self.sd_file, discovery.targets(nodes, self.cluster_metrics)):
             log.info("master: Prometheus targets now %s", ", ".join(n.name for n in nodes if n.metrics))
 
-    def step(self, now: float) -> scheduler.Plan:
+    def step(self, now: float) -> scheduler.Plan | None:
         """One pass: end running jobs that must end (time limit, lost node, no progress, a held
         failure), requeue node failures, free stale allocations, note stragglers (every few
         seconds: minihpc.master.stragglers), then schedule. Within the
@@ -151,18 +151,18 @@ class Master:
                 if outcome is not None and store.end_held_failure(job, outcome):
                     log.info("job %s: FAILED (exit %s on %s, every node up)", job.id, outcome.exit_code, outcome.failed_node)
 
-    def schedule(self, nodes: list[NodeStatus], by_name: dict[str, NodeStatus], now: float) -> scheduler.Plan:
-        """Start what the plan says, cancel what can never run, and say why the rest waits."""
+    def schedule(self, nodes: list[NodeStatus], by_name: dict[str, NodeStatus], now: float) -> scheduler.Plan | None:
+        """Start what the plan says, cancel what can never run, and say why the rest waits;
+        None when nothing a plan reads has changed (core.replan), so nothing was planned."""
         store = self.store
         # Read before the jobs: a write after it makes the next pass plan again.
         revision = store.jobs_revision()
         cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
         signature = replan.signature(revision, nodes, cluster)
         if not replan.due(self.planned, signature, now, self.next_begin, self.planned_at):
-            return scheduler.Plan()  # nothing a plan reads has changed: it would be the last one
-        self.passes_planned += 1
+            return None  # the plan would be the last one
         running = store.running_jobs()
-        pending = store.pending_jobs(self.pending)
+        pending = self.pending.read(store)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
         deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
         plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
@@ -270,9 +270,8 @@ class Master:
                     for job_id, what in self.store.reconcile().items():
                         log.warning("master: reconciled job %s (%s)", job_id, what)
                     self.reconcile_pending = False
-                planned, started = self.passes_planned, time.perf_counter()
-                self.step(time.time())
-                if self.passes_planned > planned:  # a pass that planned: the skipped ones cost nothing
+                started = time.perf_counter()
+                if self.step(time.time()) is not None:  # a pass that planned: the skipped ones cost nothing
                     self.pass_seconds.observe(time.perf_counter() - started)
                 self.store.master_beat(MASTER_BEAT_TTL)
                 if time.time() >= next_prune:

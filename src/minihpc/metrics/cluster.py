@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from minihpc.core.models import Job, JobState, NodeState, NodeStatus, Priority
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus
 from minihpc.job.progress import PHASES
+from minihpc.state.jobs import PendingCache
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,12 @@ class ClusterCollector:
         self.store = store
         # Pending records by revision, as the master keeps them: a scrape of a deep queue reads
         # each job's revision, and whole records only for those that changed (issue 38).
-        self.pending: dict = {}
-        self.pending_lock = threading.Lock()  # scrapes may overlap (one thread each)
+        self.pending = PendingCache()  # scrapes may overlap (one thread each): it locks
 
     def collect(self) -> Iterator[Metric]:
         store = self.store
         nodes = store.node_statuses()
-        with self.pending_lock:
-            pending = store.pending_jobs(self.pending)
+        pending = self.pending.read(store)
         running = store.running_jobs()
         try:
             cluster = store.cluster_info()

@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 class JobFirewall:
     def __init__(self, redis_url: str, service_user: str, on_failure=None):
         self.endpoint = firewall.redis_endpoint(redis_url)
-        self.allowed = [0, *(entry.pw_uid for entry in _account(service_user))]
-        self.allowed_gids = [entry.pw_gid for entry in _account(service_user)]
+        service = _account(service_user)
+        self.allowed = [0, *(entry.pw_uid for entry in service)]
+        self.allowed_gids = [entry.pw_gid for entry in service]
         self.applied: list[str] | None = None
         self.failed: str | None = None
         self.on_failure = on_failure

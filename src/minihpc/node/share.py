@@ -94,10 +94,16 @@ def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down:
     """Run this node's ranks of ``spec`` to the end and report the result to the store, once,
     whatever fails on the way: the ranks never outlive the share, and a share that breaks ends
     the job FAILED with the reason (its node is freed by the report)."""
+    return settle(store, spec, lambda: _share(spec, store, settings, shutting_down, warm))
+
+
+def settle(store: Store, spec: LaunchSpec, share) -> NodeResult:
+    """Run ``share()`` (a node's share: its result, and why it stopped early if it did) and
+    report how it ended, once, whatever fails on the way (a real share, a simulated one)."""
     try:
-        result, stopped = _share(spec, store, settings, shutting_down, warm)
+        result, stopped = share()
     except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
-        result, stopped = broken(store, spec, exc), None
+        result, stopped = _broken(store, spec, exc), None
     if stopped is Stop.NODE_SHUTTING_DOWN:
         try:
             retrying(
@@ -106,7 +112,7 @@ def run_share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down:
             )
         except REDIS_ERRORS:
             log.warning("job %s: could not record node %s shutting down; its result says it", spec.job_id, spec.node)
-    return report(store, spec, result)
+    return _report(store, spec, result)
 
 
 def _share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: threading.Event,
@@ -124,7 +130,7 @@ def _share(spec: LaunchSpec, store: Store, settings: Settings, shutting_down: th
     return _run_ranks(spec, port, store, settings, shutting_down, warm)
 
 
-def broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
+def _broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
     """The share failed: say why in the job's log (if it can be written) and end the job
     FAILED with the reason; the result to report."""
     reason = f"LaunchFailed ({spec.node}: {exc if isinstance(exc, ShareFailed) else f'{type(exc).__name__}: {exc}'})"
@@ -146,7 +152,7 @@ def broken(store: Store, spec: LaunchSpec, exc: Exception) -> NodeResult:
     return NodeResult(1, at=time.time())
 
 
-def report(store: Store, spec: LaunchSpec, result: NodeResult) -> NodeResult:
+def _report(store: Store, spec: LaunchSpec, result: NodeResult) -> NodeResult:
     """A job's result must reach Redis: retried through an outage."""
     retrying(store.record_result, spec.job_id, spec.attempt, spec.node, result, what=f"job {spec.job_id} result")
     return result

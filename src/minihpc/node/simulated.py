@@ -23,12 +23,11 @@ from minihpc.core import simulation
 from minihpc.core.config import Settings
 from minihpc.core.errors import UsageError
 from minihpc.core.launch_spec import LaunchSpec
-from minihpc.core.models import JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.machine.ports import free_port
 from minihpc.node import agent as agents
 from minihpc.node import joblog
-from minihpc.node.share import Stop, agree_port, broken, current_or_unknown, report
+from minihpc.node.share import Stop, agree_port, current_or_unknown, settle
 from minihpc.state.connect import REDIS_ERRORS, connect, retrying
 from minihpc.state.store import Store
 
@@ -66,18 +65,7 @@ class SimulatedAgent(agents.NodeAgent):
         return worker
 
     def share(self, spec: LaunchSpec) -> NodeResult:
-        try:
-            result, stopped = self._timer(spec)
-        except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
-            result, stopped = broken(self.store, spec, exc), None
-        if stopped is Stop.NODE_SHUTTING_DOWN:
-            try:
-                retrying(self.store.transition, spec.job_id, JobState.NODE_FAIL, f"node {spec.node} shut down",
-                         attempt=spec.attempt, failed_node=spec.node, what=f"job {spec.job_id} node failure",
-                         deadline=10.0)
-            except REDIS_ERRORS:
-                log.warning("job %s: could not record node %s shutting down", spec.job_id, spec.node)
-        return report(self.store, spec, result)
+        return settle(self.store, spec, lambda: self._timer(spec))
 
     def _timer(self, spec: LaunchSpec) -> tuple[NodeResult, Stop | None]:
         """The share: the rendezvous a real one makes, then a wait of the job's duration,

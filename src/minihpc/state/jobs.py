@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Iterable
 
@@ -24,6 +25,26 @@ def write_job(pipe, job_id: int, fields: dict) -> None:
     pipe.hset(keys.job(job_id), mapping=fields)
     pipe.hincrby(keys.job(job_id), keys.JOB_REVISION, 1)
     pipe.incr(keys.JOBS_REVISION)
+
+
+class PendingCache:
+    """Pending job records by revision, kept by a long-lived reader (the master, the API, the
+    cluster exporter) from pass to pass or request to request, so a deep queue is read whole
+    once and then by revision (:meth:`JobRecords.pending_jobs`); threads may share it."""
+
+    def __init__(self):
+        self.records: dict[int, tuple[int, Job]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, store: JobRecords) -> list[Job]:
+        """Every pending job, as the store holds it now."""
+        with self._lock:
+            return store.pending_jobs(self.records)
+
+    def clear(self) -> None:
+        """Forget every record (Redis may come back from its files with other contents)."""
+        with self._lock:
+            self.records.clear()
 
 
 def to_refetch(ids: list[int], revisions: list, cached: dict[int, tuple[int, Job]]) -> list[int]:
