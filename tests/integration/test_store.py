@@ -174,3 +174,40 @@ def test_the_masters_pending_cache_sees_every_change_and_rereads_only_changed_re
     assert {j.id: j.name for j in store.pending_jobs(cache)}[4] == "j4"
     store.release(1)
     assert not {j.id: j for j in store.pending_jobs(cache)}[1].held
+
+
+def test_a_pending_cache_follows_the_changes_stream_and_reads_whole_when_it_cannot_tell(store):
+    """Issue 38: after one whole read, a reader reads only the records the stream names; what it
+    returns is always what a fresh read returns, also when the stream was trimmed or deleted."""
+    from minihpc.state import pending
+    from minihpc.state.pending import PendingCache
+
+    for job_id in (1, 2, 3):
+        add_pending(store, job_id)
+    cache = PendingCache()
+    assert sorted(j.id for j in cache.read(store)) == [1, 2, 3]
+    assert cache.cursor == store.latest_change() != pending.START
+
+    original = store.pending_jobs
+
+    def fresh():
+        return {j.id: (j.name, j.held, j.state) for j in original()}
+
+    reads = []
+    store.pending_jobs = lambda records=None: reads.append(1) or original(records)
+    try:
+        store.hold(1, "u")
+        add_pending(store, 4)
+        store.start(3, ["a", "b"], lambda pipe, job: None)
+        got = {j.id: (j.name, j.held, j.state) for j in cache.read(store)}
+        assert got == fresh() and sorted(got) == [1, 2, 4] and got[1][1]
+        assert reads == [], "the changes were read from the stream, not the whole queue"
+        assert cache.read(store) and reads == [], "nothing changed: nothing read"
+
+        store.r.delete(keys.JOBS_CHANGES)  # the entry it stopped at is gone: read whole
+        add_pending(store, 5)
+        assert sorted(j.id for j in cache.read(store)) == [1, 2, 4, 5] and reads == [1]
+        store.transition(2, JobState.CANCELLED, "test")
+        assert sorted(j.id for j in cache.read(store)) == [1, 4, 5] and reads == [1]
+    finally:
+        store.pending_jobs = original

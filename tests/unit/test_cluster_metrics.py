@@ -38,6 +38,9 @@ class FakeStore:
     def node_statuses(self):
         return self.nodes
 
+    def latest_change(self):
+        return None  # no changes stream: PendingCache reads the queue whole each time
+
     def pending_jobs(self, cache=None):
         return self.pending
 

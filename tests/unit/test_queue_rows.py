@@ -120,6 +120,9 @@ class FakeStore:
     def running_jobs(self):
         return [j for j in self.jobs.values() if j.state is R]
 
+    def latest_change(self):
+        return None  # no changes stream: PendingCache reads the queue whole each time
+
     def pending_jobs(self, cache=None):
         return [j for j in self.jobs.values() if j.state is PD]
 

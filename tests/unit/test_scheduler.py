@@ -224,3 +224,32 @@ def test_the_plan_starts_the_other_users_job_before_the_rest_of_a_flood():
     flood = [job(i, "alice", float(i)) for i in range(1, 6)]
     started = plan([*flood, job(9, "bob", 50.0)], nodes, [], {}, now=100.0).starts
     assert [job_id for job_id, _ in started] == [1, 9]  # not alice's 1 and 2
+
+
+def test_the_changes_stream_names_what_changed_unless_it_was_trimmed_or_too_long():
+    from minihpc.state.pending import START, changed_since
+
+    entries = [("5-0", {"id": "1"}), ("6-0", {"id": "2"}), ("7-0", {"id": "1"})]
+    assert changed_since("5-0", entries, 10) == ("7-0", {1, 2})      # the cursor's own entry not again
+    assert changed_since("7-0", entries[2:], 10) == ("7-0", set())   # nothing since
+    assert changed_since("4-0", entries, 10) is None                 # 4-0 was trimmed: some may be lost
+    assert changed_since("5-0", [], 10) is None                      # the stream is gone
+    assert changed_since(START, [], 10) == (START, set())            # still empty
+    assert changed_since(START, entries, 10) == ("7-0", {1, 2})      # from empty, nothing trimmed yet
+    assert changed_since("5-0", entries, 2) is None                  # more than the reader takes at once
+
+
+def test_a_pending_cache_keeps_pending_records_and_drops_the_rest():
+    from minihpc.state.pending import refreshed
+
+    def record(state, rev, name="x"):
+        base = Job(id=1, name=name, script="s.py", nodes_requested=1, submitted_at=1.0, user="u",
+                   script_source="", script_sha256="", state=JobState(state))
+        return {**base.to_record(), "rev": str(rev)}
+
+    old = object()
+    cache = {1: (3, old), 2: (1, old), 3: (1, old)}
+    refreshed(cache, {1: record("PENDING", 3), 2: record("RUNNING", 2), 4: record("PENDING", 1, "new")}, [1, 2, 3, 4])
+    assert cache[1] == (3, old), "an unchanged revision is not parsed again"
+    assert 2 not in cache and 3 not in cache, "started, and gone"
+    assert cache[4][0] == 1 and cache[4][1].name == "new"

@@ -20,7 +20,7 @@ from minihpc.api.guard import HEADERS as GUARD_HEADERS, Guard
 from minihpc.api.streams import Hub
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
 from minihpc.state.connect import REDIS_ERRORS
-from minihpc.state.jobs import PendingCache
+from minihpc.state.pending import PendingCache
 from minihpc.state.store import Store
 
 DOCS_POLICY = GUARD_HEADERS["content-security-policy"] + "; style-src 'self' 'unsafe-inline'"

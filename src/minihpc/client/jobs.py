@@ -18,7 +18,7 @@ from minihpc.core.scheduler import queue_order
 from minihpc.core.slurm_filters import JobFilter, in_window
 from minihpc.core.slurm_formats import expected_starts
 from minihpc.machine import files
-from minihpc.state.jobs import PendingCache
+from minihpc.state.pending import PendingCache
 from minihpc.state.store import Store
 
 QUEUE_ENDED = 50

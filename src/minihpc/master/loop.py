@@ -31,7 +31,7 @@ from minihpc.master.stuck import StuckWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
-from minihpc.state.jobs import PendingCache
+from minihpc.state.pending import PendingCache
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)

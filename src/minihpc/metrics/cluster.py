@@ -39,7 +39,7 @@ from minihpc.core.models import Job, JobState, NodeState, NodeStatus, Priority
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus
 from minihpc.job.progress import PHASES
-from minihpc.state.jobs import PendingCache
+from minihpc.state.pending import PendingCache
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)

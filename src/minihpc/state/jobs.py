@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Iterable
 
@@ -17,34 +16,17 @@ from minihpc.state import keys
 from minihpc.state.atomic import atomic
 from minihpc.state.connect import text, texts
 from minihpc.state.events import job_event, publish
+from minihpc.state.pending import note_change
 
 
 def write_job(pipe, job_id: int, fields: dict) -> None:
     """Every write to a job record goes through here: ``fields`` set, and its revision bumped
-    in the same transaction (keys.JOB_REVISION)."""
+    in the same transaction (keys.JOB_REVISION), and the job named in the changes stream
+    (state.pending) after the write."""
     pipe.hset(keys.job(job_id), mapping=fields)
     pipe.hincrby(keys.job(job_id), keys.JOB_REVISION, 1)
     pipe.incr(keys.JOBS_REVISION)
-
-
-class PendingCache:
-    """Pending job records by revision, kept by a long-lived reader (the master, the API, the
-    cluster exporter) from pass to pass or request to request, so a deep queue is read whole
-    once and then by revision (:meth:`JobRecords.pending_jobs`); threads may share it."""
-
-    def __init__(self):
-        self.records: dict[int, tuple[int, Job]] = {}
-        self._lock = threading.Lock()
-
-    def read(self, store: JobRecords) -> list[Job]:
-        """Every pending job, as the store holds it now."""
-        with self._lock:
-            return store.pending_jobs(self.records)
-
-    def clear(self) -> None:
-        """Forget every record (Redis may come back from its files with other contents)."""
-        with self._lock:
-            self.records.clear()
+    note_change(pipe, job_id)
 
 
 def to_refetch(ids: list[int], revisions: list, cached: dict[int, tuple[int, Job]]) -> list[int]:
@@ -301,6 +283,7 @@ class JobRecords:
             if job.array_job_id is not None:
                 pipe.zrem(keys.array_tasks(job.array_job_id), job.id)
             pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
+            note_change(pipe, job.id)
             pipe.execute()
 
     def ended_before(self, when: float) -> list[int]:
@@ -335,6 +318,7 @@ class JobRecords:
             if array:
                 pipe.zrem(keys.array_tasks(array), job_id)
             pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
+            note_change(pipe, job_id)
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)

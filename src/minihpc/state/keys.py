@@ -48,6 +48,12 @@ JOBS_REVISION = "minihpc:jobs:rev"
 """Counter: bumped with every write to any job record (state.jobs.write_job), so the master
 knows in one read whether any job changed since its last scheduling pass."""
 
+JOBS_CHANGES = "minihpc:jobs:changes"
+"""Stream: an entry {"id": <job id>} for every write to a job record and every record
+forgotten (state.jobs.write_job), newest last, trimmed to about state.pending.CHANGES_KEPT
+entries: a long-lived reader (state.pending.PendingCache) reads only the records that changed
+since it last read, whatever the queue's depth."""
+
 JOBS_PENDING = "minihpc:jobs:pending"
 """Set: ids of PENDING jobs. The scheduler orders them; Redis only holds membership."""
 

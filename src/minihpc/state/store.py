@@ -2,6 +2,7 @@
 read or change. Each concern lives in its own module; this class only joins them:
 
 - :mod:`~minihpc.state.jobs` -- job records, the job sets, housekeeping;
+- :mod:`~minihpc.state.pending` -- the stream of changed jobs, the pending queue a reader keeps;
 - :mod:`~minihpc.state.lifecycle` -- how a job's state changes (atomic transactions);
 - :mod:`~minihpc.state.nodes` -- the node registry, allocations, draining, restarts;
 - :mod:`~minihpc.state.telemetry` -- progress reports, counters and histograms;
@@ -22,13 +23,14 @@ from minihpc.state.events import Events
 from minihpc.state.jobs import JobRecords
 from minihpc.state.lifecycle import JobLifecycle
 from minihpc.state.nodes import NodeRegistry
+from minihpc.state.pending import JobChanges
 from minihpc.state.steps import Steps
 from minihpc.state.telemetry import Telemetry
 from minihpc.state.tokens import Tokens
 from minihpc.state.users import Users
 
 
-class Store(JobRecords, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users):
+class Store(JobRecords, JobChanges, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users):
     def __init__(self, client: redis.Redis):
         self.r = client
         self._register_scripts()

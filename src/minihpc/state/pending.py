@@ -1,0 +1,129 @@
+"""The pending queue as a long-lived reader keeps it (issue 38): the master each pass, the API
+each request, the cluster exporter each scrape.
+
+Every write to a job record, and every record forgotten, adds the job's id to one stream
+(keys.JOBS_CHANGES, in the same transaction as the write: :func:`note_change`). A reader reads
+the queue whole once, remembering how far the stream went; after that it reads only the records
+the stream names since then. A pass over 100,000 pending jobs then costs what changed, not
+100,000 reads. It reads the queue whole again when it cannot tell what changed: the stream was
+trimmed past where it stopped, more changed than :data:`CHANGES_READ`, Redis came back from
+its files (:meth:`PendingCache.clear`), or :data:`VERIFY_EVERY` has passed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterable
+
+from minihpc.core.models import Job, JobState
+from minihpc.state import keys
+from minihpc.state.connect import text, texts
+
+CHANGES_KEPT = 100_000
+"""About how many entries the changes stream keeps (``XADD MAXLEN ~``): a reader further behind
+reads the queue whole."""
+
+CHANGES_READ = 20_000
+"""The most changes a reader takes from the stream at once; past that reading the queue whole
+costs no more. Below CHANGES_KEPT, so a reader that began at an empty stream (:data:`START`) knows
+nothing it has not read was trimmed: trimming starts only past CHANGES_KEPT entries."""
+
+VERIFY_EVERY = 300.0
+"""Seconds after which a reader reads the queue whole anyway (by revision, so only changed
+records whole): a write that did not name itself in the stream (a client older than the stream,
+during an upgrade) is seen no later."""
+
+START = "0-0"
+"""The position before any entry: what a reader has read of an empty or absent stream."""
+
+
+def note_change(pipe, job_id: int) -> None:
+    """Name job ``job_id`` in the changes stream; queued after the write it announces, so a
+    reader that sees the entry reads the written record."""
+    pipe.xadd(keys.JOBS_CHANGES, {"id": job_id}, maxlen=CHANGES_KEPT, approximate=True)
+
+
+def changed_since(cursor: str, entries: list[tuple[str, dict]], limit: int) -> tuple[str, set[int]] | None:
+    """From ``entries`` (the stream from ``cursor`` on, ``cursor`` included when it is still
+    there), the new position and the ids of the jobs changed since ``cursor``; None when what
+    changed cannot be told -- the entry at ``cursor`` was trimmed (so were some after it), or
+    more than ``limit`` entries came back -- and the queue must be read whole."""
+    if len(entries) > limit:
+        return None
+    if cursor != START and (not entries or entries[0][0] != cursor):
+        return None
+    ids = {int(fields["id"]) for entry, fields in entries if entry != cursor and str(fields.get("id", "")).isdigit()}
+    return (entries[-1][0] if entries else cursor), ids
+
+
+def refreshed(cache: dict[int, tuple[int, Job]], records: dict[int, dict[str, str]], ids: Iterable[int]) -> None:
+    """Bring ``cache`` ({id: (revision, job)}) up to ``records`` (the current records of
+    ``ids``; a job without one is gone): pending jobs in, every other out. A record is parsed
+    again only when its revision moved."""
+    for job_id in ids:
+        record = records.get(job_id)
+        if record is None or record.get("state") != JobState.PENDING.value:
+            cache.pop(job_id, None)
+            continue
+        revision = int(record.get(keys.JOB_REVISION) or -1)
+        if job_id not in cache or cache[job_id][0] != revision or revision < 0:
+            cache[job_id] = (revision, Job.from_record(record))
+
+
+class JobChanges:
+    """The changes stream, as a :class:`minihpc.state.store.Store` reads it."""
+
+    r: object
+
+    def latest_change(self) -> str:
+        """How far the changes stream goes now (:data:`START` when it is empty)."""
+        last = self.r.xrevrange(keys.JOBS_CHANGES, count=1)
+        return text(last[0][0]) if last else START
+
+    def job_changes(self, cursor: str, count: int) -> list[tuple[str, dict]]:
+        """Up to ``count`` entries of the changes stream from ``cursor`` on, ``cursor`` included."""
+        return [(text(entry), texts(fields)) for entry, fields in self.r.xrange(keys.JOBS_CHANGES, min=cursor, count=count)]
+
+    def refresh_pending(self, cache: dict[int, tuple[int, Job]], ids: set[int]) -> None:
+        """Read the records of ``ids`` in one round trip and bring ``cache`` up to them."""
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job(job_id))
+            raws = pipe.execute()
+        refreshed(cache, {job_id: texts(raw) for job_id, raw in zip(ids, raws) if raw}, ids)
+
+
+class PendingCache:
+    """Pending job records by revision, kept by a long-lived reader from pass to pass or
+    request to request (see the module); threads may share it."""
+
+    def __init__(self, clock=time.monotonic):
+        self.records: dict[int, tuple[int, Job]] = {}
+        self.cursor: str | None = None  # how far the stream was read; None: read the queue whole
+        self.read_whole_at = -math.inf
+        self.clock = clock
+        self._lock = threading.Lock()
+
+    def read(self, store) -> list[Job]:
+        """Every pending job, as the store holds it now."""
+        with self._lock:
+            now = self.clock()
+            if self.cursor is not None and now - self.read_whole_at < VERIFY_EVERY:
+                changed = changed_since(self.cursor, store.job_changes(self.cursor, CHANGES_READ + 1), CHANGES_READ)
+                if changed is not None:
+                    self.cursor, ids = changed
+                    if ids:
+                        store.refresh_pending(self.records, ids)
+                    return [job for _, job in self.records.values()]
+            # Where the stream stands first: a write meanwhile comes after it, and is read next time.
+            self.cursor, self.read_whole_at = store.latest_change(), now
+            return store.pending_jobs(self.records)
+
+    def clear(self) -> None:
+        """Forget every record (Redis may come back from its files with other contents)."""
+        with self._lock:
+            self.records.clear()
+            self.cursor = None
