@@ -132,22 +132,30 @@ def idle_cluster(cluster):
 
 @pytest.fixture
 def redis_port(tmp_path):
-    """A redis-server of the test's own, without a password: for tests of the Redis layer alone."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    wait_until(lambda: _pings(client), timeout=10, message="redis-server")
+    """A redis-server of the test's own, without a password: for tests of the Redis layer alone.
+    Its own for sure: parallel workers may pick one free port at once, and the one that loses
+    the bind would otherwise talk to the other's server (seen: a test saw another's writes)."""
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+            stdout=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=port)
+        wait_until(lambda: proc.poll() is not None or _serves(client, proc.pid), timeout=10, message="redis-server")
+        if proc.poll() is None:
+            break
+    else:
+        pytest.fail("redis-server found its port taken three times")
     yield port
     proc.terminate()
     proc.wait()
 
 
-def _pings(client) -> bool:
+def _serves(client, pid: int) -> bool:
+    """Whether the server answering at ``client`` is process ``pid``."""
     try:
-        return client.ping()
+        return int(client.info("server")["process_id"]) == pid
     except redis.ConnectionError:
         return False
 
