@@ -276,7 +276,8 @@ class Master:
                 self.store.master_beat(MASTER_BEAT_TTL)
                 if time.time() >= next_prune:
                     next_prune = time.time() + retention.PRUNE_INTERVAL  # a pass that fails waits as long
-                    next_prune = retention.forget_ended(self.store, self.settings, time.time())
+                    next_prune = retention.forget_ended(self.store, self.settings, time.time(),
+                                                        lambda: self.pending.read(self.store))
             except REDIS_ERRORS as exc:
                 self.redis_silent(asked, exc)
                 time.sleep(self.settings.scheduler_interval)

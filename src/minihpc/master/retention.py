@@ -5,10 +5,12 @@ as ``minihpc delete``. Checkpoints are the user's and stay."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from minihpc.core import dependency, retention
 from minihpc.core.config import Settings
 from minihpc.core.errors import ClusterUnavailable
+from minihpc.core.models import Job
 from minihpc.machine import files
 from minihpc.state.store import Store
 
@@ -25,14 +27,19 @@ PRUNE_BACKLOG_INTERVAL = 5.0
 """Seconds to the next pass while a backlog remains (the last pass forgot a full batch)."""
 
 
-def forget_ended(store: Store, settings: Settings, now: float) -> float:
+def forget_ended(store: Store, settings: Settings, now: float,
+                 pending: Callable[[], list[Job]] | None = None) -> float:
     """One pass: forget the ended jobs beyond the settings' bounds (at most PRUNE_BATCH), never
-    one a pending job depends on nor a node failure whose requeue is undecided. Returns when the
-    next pass is due."""
+    one a pending job depends on nor a node failure whose requeue is undecided. ``pending``
+    reads the pending jobs (the master's: its PendingCache; default: the store, whole); they are
+    read only when some job is beyond the bounds. Returns when the next pass is due."""
     keep_jobs, keep_days = settings.keep_ended_jobs, settings.keep_ended_days
     if keep_jobs == 0 and keep_days == 0:
         return now + PRUNE_INTERVAL
-    refs = {r for job in store.pending_jobs() for r in dependency.refs(job.dependency)}
+    oldest, total = store.oldest_ended(PRUNE_BATCH)
+    if not retention.to_forget(oldest, now, keep_jobs, keep_days, set(), total=total, limit=PRUNE_BATCH):
+        return now + PRUNE_INTERVAL  # nothing beyond the bounds: no need to read the queue
+    refs = {r for job in (pending or store.pending_jobs)() for r in dependency.refs(job.dependency)}
     needed = {i for ids in store.expand_refs(refs).values() for i in ids}  # an array: its every task
     needed |= {job.id for job in store.node_failed_jobs()}
     oldest, total = store.oldest_ended(PRUNE_BATCH + len(needed))
