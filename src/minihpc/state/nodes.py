@@ -131,13 +131,19 @@ class NodeRegistry:
         return int(alloc) if alloc is not None else None
 
     def node_statuses(self) -> list[NodeStatus]:
-        names = sorted(text(n) for n in self.r.smembers(keys.NODES))
+        """Every registered node, master-node first (node_sort_key). One round trip: a record
+        each, and the alive, allocation and drain keys of all nodes in one MGET apiece (a
+        thousand nodes cost the master's every pass 1,003 commands, not 4,000)."""
+        names = sorted((text(n) for n in self.r.smembers(keys.NODES)), key=node_sort_key)
+        if not names:
+            return []
         with self.r.pipeline(transaction=False) as pipe:
             for name in names:
-                _read_node(pipe, name)
-            raw = pipe.execute()
-        out = [_node_status(name, *raw[4 * i : 4 * i + 4]) for i, name in enumerate(names)]
-        return sorted(out, key=lambda n: node_sort_key(n.name))
+                pipe.hgetall(keys.node(name))
+            for key in (keys.node_alive, keys.node_alloc, keys.node_drain):
+                pipe.mget([key(name) for name in names])
+            *infos, alive, alloc, drain = pipe.execute()
+        return [_node_status(name, infos[i], alive[i] is not None, alloc[i], drain[i]) for i, name in enumerate(names)]
 
     def node_status(self, name: str) -> NodeStatus | None:
         """Node ``name`` as :meth:`node_statuses` has it, or None when it is not registered."""
