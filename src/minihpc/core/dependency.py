@@ -34,6 +34,7 @@ plain ints, which mean ``afterok``; both forms are read everywhere, so no record
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -120,6 +121,14 @@ def _term(kind: str, ref: str) -> Term:
 
 def terms(stored: Iterable[int | str]) -> list[Term]:
     """The stored form (new strings, or an old record's ints meaning afterok) -> terms."""
+    stored = tuple(stored)
+    return list(_terms(stored)) if stored else []
+
+
+@functools.lru_cache(maxsize=4096)
+def _terms(stored: tuple[int | str, ...]) -> tuple[Term, ...]:
+    """:func:`terms`, parsed once per spelling: a pass reads every pending job's dependency,
+    and an array's tasks all have the same one."""
     out = []
     for item in stored:
         if isinstance(item, int):
@@ -127,7 +136,7 @@ def terms(stored: Iterable[int | str]) -> list[Term]:
             continue
         kind, _, ref = str(item).partition(":")
         out.append(_term(kind, ref) if ref else Term(kind))
-    return out
+    return tuple(out)
 
 
 def job_ids(stored: Iterable[int | str]) -> list[int]:

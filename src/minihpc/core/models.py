@@ -233,34 +233,7 @@ class Job:
     @classmethod
     def from_record(cls, data: dict[str, str]) -> Job:
         """The inverse of :meth:`to_record` (keys and values already decoded)."""
-        kwargs: dict = {}
-        for f in fields(cls):
-            if f.name not in data:
-                continue
-            value = data[f.name]
-            if f.name in cls._LISTS:
-                kwargs[f.name] = json.loads(value) if value else []
-            elif f.name in cls._DICTS:
-                kwargs[f.name] = _shared_dict(value) if value else {}
-            elif f.name in cls._BOOLS:
-                kwargs[f.name] = value != "0"
-            elif f.name in cls._INTS:
-                kwargs[f.name] = int(value)
-            elif f.name in cls._OPT_INTS:
-                kwargs[f.name] = int(value) if value else None
-            elif f.name in cls._OPT_FLOATS:
-                kwargs[f.name] = float(value) if value else None
-            elif f.name == "submitted_at":
-                kwargs[f.name] = float(value)
-            elif f.name == "state":
-                kwargs[f.name] = JobState(value)
-            elif f.name == "priority":
-                kwargs[f.name] = Priority(value)
-            elif f.name in cls._OPT_STRS:
-                kwargs[f.name] = value or None
-            else:
-                kwargs[f.name] = sys.intern(value) if f.name in cls._SHARED_STRS else value
-        return cls(**kwargs)
+        return cls(**{name: decode(data[name]) for name, decode in _JOB_DECODERS if name in data})
 
     def to_json(self) -> dict:
         """The public JSON view (``minihpc show --json``)."""
@@ -271,6 +244,33 @@ class Job:
         out["held"] = self.held
         out["environment"] = sorted(self.environment)  # names only: values may be secrets
         return out
+
+
+def _decoder(name: str):
+    """How :meth:`Job.from_record` reads field ``name``'s stored text."""
+    if name in Job._LISTS:
+        return lambda v: json.loads(v) if v else []
+    if name in Job._DICTS:
+        return lambda v: _shared_dict(v) if v else {}
+    if name in Job._BOOLS:
+        return lambda v: v != "0"
+    if name in Job._INTS or name == "submitted_at":
+        return int if name in Job._INTS else float
+    if name in Job._OPT_INTS:
+        return lambda v: int(v) if v else None
+    if name in Job._OPT_FLOATS:
+        return lambda v: float(v) if v else None
+    if name in ("state", "priority"):
+        kind = JobState if name == "state" else Priority
+        by_value = {member.value: member for member in kind}
+        return lambda v: by_value.get(v) or kind(v)
+    if name in Job._OPT_STRS:
+        return lambda v: v or None
+    return sys.intern if name in Job._SHARED_STRS else str
+
+
+_JOB_DECODERS = tuple((f.name, _decoder(f.name)) for f in fields(Job))
+"""(field, decoder) of every Job field, worked out once: a pass may read thousands of records."""
 
 
 @dataclass(frozen=True)

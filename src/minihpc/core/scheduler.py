@@ -24,6 +24,7 @@ simultaneously running tasks"). A job no eligible set of nodes could ever hold w
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -74,13 +75,21 @@ def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job
     everyone else's): a user's n-th waiting job comes after every other user's jobs that have
     fewer of their own running or ahead of them, as a fair-share scheduler would put it;
     among equals, submit order (:func:`queue_order_key`). One user alone gets plain FIFO."""
+    ordered = sorted(pending, key=queue_order_key)
+    if len({job.user for job in ordered}) <= 1:
+        return ordered  # one user's turns follow submit order: the order stands
     turns = Counter(j.user for j in running)
+    count = len(ordered)
+    span = count + len(running) + 1  # more than any turn
     keyed = []
-    for base, job in sorted(((queue_order_key(j), j) for j in pending), key=lambda pair: pair[0]):
-        # (priority, requeued) as queue_order_key has them, then the user's turn, then the rest
-        keyed.append(((*base[:2], turns[job.user], *base[2:]), job))
-        turns[job.user] += 1
-    return [job for _, job in sorted(keyed, key=lambda pair: pair[0])]
+    for index, job in enumerate(ordered):
+        # (priority, requeued) as queue_order_key has them, then the user's turn, then the
+        # place in that order, as one integer: 100,000 jobs sort in milliseconds, not tuples
+        turn = turns[job.user]
+        turns[job.user] = turn + 1
+        group = job.priority.rank * 2 + (0 if job.requeues else 1)
+        keyed.append((group * span + turn) * count + index)
+    return [ordered[key % count] for key in sorted(keyed)]
 
 
 def should_requeue(job: Job, max_requeues: int) -> bool:
@@ -129,12 +138,24 @@ class Profile:
         among them, stay free for ``duration``; None if never. Only ``now`` and reservation
         ends can be such a time."""
         nodes = list(self.busy) if nodes is None else nodes
+
+        def fits(t: float) -> bool:
+            return all(self.free(n, t, duration) for n in required) and self.enough(count, t, duration, nodes)
+
+        if fits(self.now):  # the common case, decided before the reservation ends are gathered
+            return self.now
         ends = {e for n in nodes for _, e in self.busy[n] if self.now < e < INF}
-        for t in sorted({self.now, *ends}):
-            if all(self.free(n, t, duration) for n in required) and \
-                    sum(self.free(n, t, duration) for n in nodes) >= count:
-                return t
-        return None
+        return next((t for t in sorted(ends) if fits(t)), None)
+
+    def enough(self, count: int, start: float, duration: float, nodes: Iterable[str]) -> bool:
+        """Whether at least ``count`` of ``nodes`` are free over [start, start + duration);
+        stops looking at the ``count``-th."""
+        found = 0
+        for n in nodes:
+            if found >= count:
+                break
+            found += self.free(n, start, duration)
+        return found >= count
 
     def reserve(self, start: float, count: int, duration: float, nodes: list[str] | None = None,
                 required: tuple[str, ...] = ()) -> list[str]:
@@ -142,9 +163,11 @@ class Profile:
         first, and return them: in ``nodes`` order at ``now``; later, those busy until closest
         before ``start`` first, which leaves the longest-idle nodes to backfill."""
         nodes = list(self.busy) if nodes is None else nodes
-        free = [n for n in nodes if n not in required and self.free(n, start, duration)]
+        free = (n for n in nodes if n not in required and self.free(n, start, duration))
         if start > self.now:
-            free.sort(key=lambda n: -max((e for _, e in self.busy[n] if e <= start), default=-INF))
+            free = sorted(free, key=lambda n: -max((e for _, e in self.busy[n] if e <= start), default=-INF))
+        else:  # in nodes order: the first ones are enough
+            free = list(itertools.islice(free, max(0, count - len(required))))
         chosen = [*required, *free][:max(count, len(required))]
         for n in chosen:
             self.busy[n].append((start, start + duration))
