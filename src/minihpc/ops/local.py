@@ -66,6 +66,9 @@ def redis_conf(state: LocalState, port: int) -> str:
         'save ""',
         "maxmemory 1gb",  # writes refused past it (reads and deletes go on), never evicted
         "maxmemory-policy noeviction",
+        # A job record (about 50 fields, its --export environment one of them) kept compact:
+        # past 64 bytes a field made it a hash table, twice the bytes (docs/scale.md).
+        "hash-max-listpack-value 4096",
         "daemonize no",
         "loglevel warning",
         "",
