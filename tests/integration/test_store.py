@@ -211,3 +211,24 @@ def test_a_pending_cache_follows_the_changes_stream_and_reads_whole_when_it_cann
         assert sorted(j.id for j in cache.read(store)) == [1, 4, 5] and reads == [1]
     finally:
         store.pending_jobs = original
+
+
+def test_a_submit_checked_against_recently_read_nodes_is_never_refused_by_a_stale_read(store, tmp_path):
+    """Issue 38: the API checks submits against nodes read at most 2 s ago (a thousand nodes
+    took longer to read than the rest of a submit). A node that registered since must not get
+    a job refused: a refusal is made again on the nodes as they are."""
+    from minihpc.client.submit import Request, submit
+    from minihpc.core.errors import UsageError
+    from minihpc.state.nodes import RecentNodes
+
+    store.set_cluster_info({"spool_dir": str(tmp_path / "spool"), "log_dir": str(tmp_path / "logs")})
+    store.register_node("n1", "n1", cpus=2, memory_bytes=2**30, ttl=30)
+    script = tmp_path / "job.py"
+    script.write_text("print(1)\n")
+    recent = RecentNodes(max_age=3600)
+    assert [n.name for n in recent.read(store)] == ["n1"]
+    store.register_node("n2", "n2", cpus=2, memory_bytes=2**30, ttl=30)
+    job = submit(store, Request(script=str(script), nodes=2, user="u"), lambda: recent.read(store))
+    assert store.get_job(job.id).nodes_requested == 2 and len(recent.read(store)) == 1, "the cache itself stays"
+    with pytest.raises(UsageError, match="3 node"):
+        submit(store, Request(script=str(script), nodes=3, user="u"), lambda: recent.read(store))

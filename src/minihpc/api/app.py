@@ -20,6 +20,7 @@ from minihpc.api.guard import HEADERS as GUARD_HEADERS, Guard
 from minihpc.api.streams import Hub
 from minihpc.core.errors import ClusterUnavailable, Conflict, Forbidden, MinihpcError, NotFound, Unauthorized
 from minihpc.state.connect import REDIS_ERRORS
+from minihpc.state.nodes import RecentNodes
 from minihpc.state.pending import PendingCache
 from minihpc.state.store import Store
 
@@ -69,7 +70,8 @@ def create_app(url: str, store: Store) -> FastAPI:
                               "Every route but /health needs `Authorization: Bearer TOKEN` "
                               "(minihpc token create USER).")
     app.state.store, app.state.hub = store, hub
-    app.state.pending = PendingCache()  # a deep queue is read whole once, then by revision
+    app.state.pending = PendingCache()  # a deep queue is read whole once, then what changed
+    app.state.nodes = RecentNodes()  # what submits are checked against, read at most every 2 s
     app.add_middleware(Guard)
 
     @app.exception_handler(MinihpcError)

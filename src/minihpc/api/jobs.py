@@ -59,8 +59,9 @@ def options_argv(fields: dict) -> list[str]:
     return argv
 
 
-def submission(fields: dict, text: str, who: Principal, store) -> tuple[object, list[str]]:
-    """Submit ``text`` with ``fields`` for ``who``: (the job, the header's warnings)."""
+def submission(fields: dict, text: str, who: Principal, store, recent=None) -> tuple[object, list[str]]:
+    """Submit ``text`` with ``fields`` for ``who``: (the job, the header's warnings). ``recent``:
+    the nodes as the API read them lately (client.submit.checked)."""
     args = fields.get("args") or []
     if isinstance(args, str):
         try:
@@ -75,7 +76,7 @@ def submission(fields: dict, text: str, who: Principal, store) -> tuple[object, 
                               script_name=str(fields.get("script_name") or "script.py"))
     request.user, request.admin = who.user, who.admin
     request.workdir = SPOOL_WORKDIR
-    return submit(store, request), header.warnings
+    return submit(store, request, recent), header.warnings
 
 
 @router.post("/jobs", status_code=201)
@@ -103,7 +104,8 @@ async def post_job(request: Request, who: Principal = Depends(principal)):
     except UnicodeDecodeError:
         raise UsageError("the script is not UTF-8 text") from None
     store = request.app.state.store
-    job, warnings = await run_in_threadpool(submission, fields, text, who, store)
+    recent = request.app.state.nodes
+    job, warnings = await run_in_threadpool(submission, fields, text, who, store, lambda: recent.read(store))
     return JSONResponse({"id": job.id, "job": job_json(job, time.time()), "warnings": warnings}, status_code=201)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from minihpc.client import arrays, tree
@@ -212,19 +213,34 @@ def requested(request: Request, **where) -> Job:
     )
 
 
-def checked(store: Store, request: Request, text: str, name: str) -> tuple[dict[str, str], list[NodeStatus]]:
+def checked(store: Store, request: Request, text: str, name: str,
+            recent: Callable[[], list[NodeStatus]] | None = None) -> tuple[dict[str, str], list[NodeStatus]]:
     """Every check a submit makes before it records anything (UsageError, one line, for the
-    first that fails); the cluster record and the nodes they read."""
+    first that fails); the cluster record and the nodes they read. ``recent``: the nodes as a
+    long-lived caller read them lately (state.nodes.RecentNodes); a request they refuse is
+    checked again against the nodes as they are, so a stale read never refuses a job."""
     check_script(text, name)
     check_priority(request.priority, request.admin)
     check_size(request.args, request.name or name, request.environment, (request.output, request.error),
                len(request.array.indexes) if request.array else 1)
-    cluster, nodes = store.cluster_info(), store.node_statuses()
-    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
+    cluster = store.cluster_info()
+    nodes = (recent or store.node_statuses)()
+    try:
+        check_fit(request, cluster, nodes)
+    except UsageError:
+        if recent is None:
+            raise
+        nodes = store.node_statuses()
+        check_fit(request, cluster, nodes)
     check_cap(store, request, int(cluster.get("max_jobs_per_user") or 0))
-    check_placement(request, cluster, nodes)
     check_dependency(store, request.dependency)
     return cluster, nodes
+
+
+def check_fit(request: Request, cluster: dict[str, str], nodes: list[NodeStatus]) -> None:
+    """UsageError for a request ``nodes`` could never hold: its size, tasks and placement."""
+    validate(request, len(nodes), tasks_limit(cluster, [n.cpus for n in nodes]))
+    check_placement(request, cluster, nodes)
 
 
 def check_cap(store: Store, request: Request, cap: int) -> None:
@@ -237,16 +253,16 @@ def check_cap(store: Store, request: Request, cap: int) -> None:
     check_user_jobs(user, store.live_jobs(user, cap - adding + 1), adding, cap)
 
 
-def submit(store: Store, request: Request) -> Job:
+def submit(store: Store, request: Request, recent: Callable[[], list[NodeStatus]] | None = None) -> Job:
     """Record the job; the script is copied now, so later edits do not change it. With
     ``request.array``, one job per index (client.arrays): the task whose id is the array's is
-    returned."""
+    returned. ``recent``: as :func:`checked` has it."""
     in_tree = request.tree is not None
     from_stdin = request.script == STDIN or in_tree
     name = os.path.basename(request.script if in_tree else request.script_name or "stdin") if from_stdin else None
     source = f"(stdin) {name}" if from_stdin else os.path.abspath(request.script)
     text = request.text if request.text is not None else read_script(source)
-    cluster, nodes = checked(store, request, text, name if from_stdin else os.path.basename(source))
+    cluster, _ = checked(store, request, text, name if from_stdin else os.path.basename(source), recent)
     job_id = store.reserve_job_ids(len(request.array.indexes)) if request.array else store.next_job_id()
     spool = os.path.join(cluster["spool_dir"], f"job-{job_id}")
     copy = os.path.join(spool, name or os.path.basename(source))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 from minihpc.core import measurements
@@ -249,6 +250,26 @@ def _launch_lists(store, node: str) -> tuple[str, str]:
 
     queue = node_queue(store, node)
     return queue.key, queue.intermediate_queue_key
+
+
+class RecentNodes:
+    """The nodes as read at most ``max_age`` seconds ago, for a long-lived reader that checks
+    many requests against them (the API's submits: each read of a thousand nodes took longer
+    than the rest of a submit). Only for checks whose refusal is then made on a fresh read
+    (client.submit.checked): a stale list may let through a job that then waits, never refuse
+    one. Threads may share it."""
+
+    def __init__(self, max_age: float = 2.0, clock=time.monotonic):
+        self.max_age, self.clock = max_age, clock
+        self._read: tuple[float, list[NodeStatus]] | None = None
+        self._lock = threading.Lock()
+
+    def read(self, store) -> list[NodeStatus]:
+        with self._lock:
+            now = self.clock()
+            if self._read is None or now - self._read[0] > self.max_age:
+                self._read = (now, store.node_statuses())
+            return self._read[1]
 
 
 def _read_node(pipe, name: str) -> None:
