@@ -232,3 +232,21 @@ def test_a_submit_checked_against_recently_read_nodes_is_never_refused_by_a_stal
     assert store.get_job(job.id).nodes_requested == 2 and len(recent.read(store)) == 1, "the cache itself stays"
     with pytest.raises(UsageError, match="3 node"):
         submit(store, Request(script=str(script), nodes=3, user="u"), lambda: recent.read(store))
+
+
+def test_jobs_started_together_start_all_in_one_transaction_but_those_that_cannot(store):
+    """Issue 38: a pass starts its jobs in batches (one append-only-file sync each), yet each
+    job is judged as alone: one held, one whose node was taken meanwhile, one gone stay as
+    they are, and the others are RUNNING with their nodes and launches."""
+    for job_id in (1, 2, 3, 4):
+        add_pending(store, job_id, nodes=1)
+    store.hold(2, "u")
+    store.r.set(keys.node_alloc("c"), 99)  # taken since the plan was made
+    launched = []
+    started = store.start_many([(1, ["a"]), (2, ["b"]), (3, ["c"]), (5, ["e"]), (4, ["d"])],
+                               lambda pipe, job: launched.append(job.id))
+    assert [j.id for j in started] == [1, 4] and launched == [1, 4]
+    assert store.get_job(1).state is JobState.RUNNING and store.get_job(4).nodes == ["d"]
+    assert store.get_job(2).state is JobState.PENDING and store.get_job(3).state is JobState.PENDING
+    assert store.node_job("a") == 1 and store.node_job("d") == 4 and store.node_job("b") is None
+    assert store.r.sismember(keys.JOBS_ACTIVE, 4) and not store.r.sismember(keys.JOBS_PENDING, 4)

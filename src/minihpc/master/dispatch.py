@@ -70,9 +70,13 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
 def dispatcher(store, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
     """``dispatch(pipe, job)`` for ``Store.start``: queue every node's launch task on ``pipe``."""
 
+    uids: dict[str, int | None] = {}  # a pass starting a user's hundred jobs asks once
+
     def dispatch(pipe, job: Job) -> None:
         # Asked outside the transaction (the pipe only queues): the same answer on a retry.
-        uid = store.user_uid(job.user) if job.user else None
+        if job.user and job.user not in uids:
+            uids[job.user] = store.user_uid(job.user)
+        uid = uids.get(job.user) if job.user else None
         for spec in launch_specs(job, nodes, cluster, uid):
             node_queue(store, spec.node).enqueue_call(
                 LAUNCH_TASK,
