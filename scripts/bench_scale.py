@@ -45,6 +45,8 @@ SHAPES = [(1, "normal"), (1, "high"), (2, "low"), (4, "normal"), (8, "high"), (1
 """Nodes and priority of each successive array of held jobs."""
 API_JOBS, API_CLIENTS = 200, 8
 """Jobs submitted one a request through the API, by one client and by API_CLIENTS at once."""
+API_ARRAYS, API_ARRAY = 3, 1000
+"""Arrays of API_ARRAY tasks submitted through the API, one a request."""
 GRID_JOBS = 10_000
 """Queue depths measured at every node count; deeper ones on the most nodes only."""
 SHORT_JOBS = 2000
@@ -244,7 +246,13 @@ def calls(bench: Bench) -> dict:
         for t in threads:
             t.join()
         out[f"api_submit_per_s_{clients}"] = API_JOBS / (time.perf_counter() - start)
-    bench.submitted += 2 * API_JOBS + 6
+    with httpx.Client(headers=bench.auth, timeout=120) as http:  # many jobs a request: arrays
+        start = time.perf_counter()
+        for _ in range(API_ARRAYS):
+            http.post(f"{bench.api}jobs", json={"script": "print(1)\n", "constraint": "simulated", "begin": "2099-01-01",
+                                                "array": f"0-{API_ARRAY - 1}"}).raise_for_status()
+        out["api_array_submit_per_s"] = API_ARRAYS * API_ARRAY / (time.perf_counter() - start)
+    bench.submitted += 2 * API_JOBS + 6 + API_ARRAYS * API_ARRAY
     return out
 
 
