@@ -250,3 +250,20 @@ def test_jobs_started_together_start_all_in_one_transaction_but_those_that_canno
     assert store.get_job(2).state is JobState.PENDING and store.get_job(3).state is JobState.PENDING
     assert store.node_job("a") == 1 and store.node_job("d") == 4 and store.node_job("b") is None
     assert store.r.sismember(keys.JOBS_ACTIVE, 4) and not store.r.sismember(keys.JOBS_PENDING, 4)
+
+
+def test_a_running_cache_follows_jobs_that_start_and_end(store):
+    """The master reads the running jobs twice a pass through the changes stream too."""
+    from minihpc.core.outcome import NodeResult
+    from minihpc.state.pending import RunningCache
+
+    for job_id in (1, 2, 3):
+        add_pending(store, job_id, nodes=1)
+    cache = RunningCache()
+    assert cache.read(store) == []
+    store.start_many([(1, ["a"]), (2, ["b"])], lambda pipe, job: None)
+    assert sorted(j.id for j in cache.read(store)) == [1, 2]
+    store.record_result(1, 1, "a", NodeResult(exit_code=0))
+    store.start(3, ["c"], lambda pipe, job: None)
+    got = {j.id: j.nodes for j in cache.read(store)}
+    assert got == {2: ["b"], 3: ["c"]} == {j.id: j.nodes for j in store.running_jobs()}

@@ -31,7 +31,7 @@ from minihpc.master.stuck import StuckWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
-from minihpc.state.pending import PendingCache
+from minihpc.state.pending import PendingCache, RunningCache
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,11 @@ after Redis answered (grace 3 s), restarted, and its job requeued."""
 
 MASTER_BEAT_TTL = 4 * BLOCK_MAX
 """Seconds the master's heartbeat key outlives a pass; a pass comes at least every BLOCK_MAX."""
+PLANNING_SHARE = 0.5
+"""At most this share of a core goes to planning: after a pass that planned, the master rests as
+long as the pass took before the next one, so a flood of wake-ups (a submit loop, short jobs
+ending) is taken in batches, not one pass each, and the API and Redis beside it keep the rest
+(a pass over 10,000 jobs on 1,000 nodes takes about 0.05 s: it delays what follows by as much)."""
 START_BATCH = 50
 """Jobs a pass starts in one transaction (state.lifecycle.start_many): one sync of Redis's
 append-only file for them all, in transactions of bounded size."""
@@ -73,8 +78,10 @@ class Master:
                                                               RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         self.pending = PendingCache()  # pending records by revision
+        self.running = RunningCache()  # and running ones
         self.planned: tuple | None = None  # what the last plan was made from (core.replan)
         self.planned_at: float | None = None
+        self.rest_until = 0.0  # monotonic: no pass before it (PLANNING_SHARE)
         self.next_begin: float | None = None  # the next --begin time among the pending jobs
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
@@ -130,7 +137,7 @@ class Master:
         ``quiet`` (an outage's grace) no job is ended for silence, nor for a lost node unless
         it was ``crashed`` (seen to end: an event, not a silence)."""
         store = self.store
-        running = store.running_jobs()
+        running = self.running.read(store)
         for job_id in scheduler.overdue(running, now):
             if store.transition(job_id, JobState.TIMEOUT, "TimeLimit", only_from=[JobState.RUNNING]):
                 log.info("job %s: TIMEOUT (time limit reached)", job_id)
@@ -164,7 +171,7 @@ class Master:
         signature = replan.signature(revision, nodes, cluster)
         if not replan.due(self.planned, signature, now, self.next_begin, self.planned_at):
             return None  # the plan would be the last one
-        running = store.running_jobs()
+        running = self.running.read(store)
         pending = self.pending.read(store)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
         deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
@@ -229,6 +236,7 @@ class Master:
         """Redis did not answer a call made at ``asked`` (monotonic): an outage, until it
         answers again."""
         self.pending.clear()  # Redis may come back from its files: read every record afresh
+        self.running.clear()
         self.planned = None  # and plan anew from them
         if self.redis_lost_at is None:
             self.redis_lost_at = asked
@@ -274,7 +282,9 @@ class Master:
                     self.reconcile_pending = False
                 started = time.perf_counter()
                 if self.step(time.time()) is not None:  # a pass that planned: the skipped ones cost nothing
-                    self.pass_seconds.observe(time.perf_counter() - started)
+                    took = time.perf_counter() - started
+                    self.pass_seconds.observe(took)
+                    self.rest_until = time.monotonic() + took * (1 / PLANNING_SHARE - 1)
                 self.store.master_beat(MASTER_BEAT_TTL)
                 if time.time() >= next_prune:
                     next_prune = time.time() + retention.PRUNE_INTERVAL  # a pass that fails waits as long
@@ -292,6 +302,10 @@ class Master:
     def wait(self) -> None:
         """Until the next event or pass, noticing an outage (or a late answer) meanwhile."""
         pause = min(self.pause(), BLOCK_MAX)
+        rest = min(pause, self.rest_until - time.monotonic())
+        if rest > 0:  # wake-ups meanwhile wait in their list: the next pass takes them all at once
+            self.stop.wait(rest)
+            pause -= rest
         asked = time.monotonic()
         try:
             self.store.wait_event(pause)

@@ -58,13 +58,14 @@ def changed_since(cursor: str, entries: list[tuple[str, dict]], limit: int) -> t
     return (entries[-1][0] if entries else cursor), ids
 
 
-def refreshed(cache: dict[int, tuple[int, Job]], records: dict[int, dict[str, str]], ids: Iterable[int]) -> None:
+def refreshed(cache: dict[int, tuple[int, Job]], records: dict[int, dict[str, str]], ids: Iterable[int],
+              state: JobState = JobState.PENDING) -> None:
     """Bring ``cache`` ({id: (revision, job)}) up to ``records`` (the current records of
-    ``ids``; a job without one is gone): pending jobs in, every other out. A record is parsed
-    again only when its revision moved."""
+    ``ids``; a job without one is gone): jobs in ``state`` in, every other out. A record is
+    parsed again only when its revision moved."""
     for job_id in ids:
         record = records.get(job_id)
-        if record is None or record.get("state") != JobState.PENDING.value:
+        if record is None or record.get("state") != state.value:
             cache.pop(job_id, None)
             continue
         revision = int(record.get(keys.JOB_REVISION) or -1)
@@ -86,19 +87,23 @@ class JobChanges:
         """Up to ``count`` entries of the changes stream from ``cursor`` on, ``cursor`` included."""
         return [(text(entry), texts(fields)) for entry, fields in self.r.xrange(keys.JOBS_CHANGES, min=cursor, count=count)]
 
-    def refresh_pending(self, cache: dict[int, tuple[int, Job]], ids: set[int]) -> None:
-        """Read the records of ``ids`` in one round trip and bring ``cache`` up to them."""
+    def refresh_jobs(self, cache: dict[int, tuple[int, Job]], ids: set[int],
+                     state: JobState = JobState.PENDING) -> None:
+        """Read the records of ``ids`` in one round trip and bring ``cache`` (of the jobs in
+        ``state``) up to them."""
         ids = list(ids)
         with self.r.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))
             raws = pipe.execute()
-        refreshed(cache, {job_id: texts(raw) for job_id, raw in zip(ids, raws) if raw}, ids)
+        refreshed(cache, {job_id: texts(raw) for job_id, raw in zip(ids, raws) if raw}, ids, state)
 
 
 class PendingCache:
     """Pending job records by revision, kept by a long-lived reader from pass to pass or
     request to request (see the module); threads may share it."""
+
+    state = JobState.PENDING
 
     def __init__(self, clock=time.monotonic):
         self.records: dict[int, tuple[int, Job]] = {}
@@ -116,14 +121,31 @@ class PendingCache:
                 if changed is not None:
                     self.cursor, ids = changed
                     if ids:
-                        store.refresh_pending(self.records, ids)
+                        store.refresh_jobs(self.records, ids, self.state)
                     return [job for _, job in self.records.values()]
             # Where the stream stands first: a write meanwhile comes after it, and is read next time.
             self.cursor, self.read_whole_at = store.latest_change(), now
-            return store.pending_jobs(self.records)
+            return self.whole(store)
+
+    def whole(self, store) -> list[Job]:
+        """Every job in :attr:`state`, read from the set of them (by revision: only the
+        records that changed whole)."""
+        return store.pending_jobs(self.records)
 
     def clear(self) -> None:
         """Forget every record (Redis may come back from its files with other contents)."""
         with self._lock:
             self.records.clear()
             self.cursor = None
+
+
+class RunningCache(PendingCache):
+    """:class:`PendingCache` for the running jobs: the master reads them twice a pass (to end
+    those that must end, then to plan), a thousand records on a thousand busy nodes."""
+
+    state = JobState.RUNNING
+
+    def whole(self, store) -> list[Job]:
+        jobs = store.running_jobs()
+        self.records = {job.id: (-1, job) for job in jobs}  # no revision read: parsed again when changed
+        return jobs
