@@ -84,6 +84,13 @@ def _shared_dict(text: str) -> dict:
     return json.loads(text)
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed_list(text: str) -> tuple:
+    """A record's JSON list, parsed once for every record that holds the same text (an array's
+    tasks share their args); each record gets its own copy."""
+    return tuple(json.loads(text))
+
+
 class Priority(str, Enum):
     HIGH = "high"
     NORMAL = "normal"
@@ -249,7 +256,7 @@ class Job:
 def _decoder(name: str):
     """How :meth:`Job.from_record` reads field ``name``'s stored text."""
     if name in Job._LISTS:
-        return lambda v: json.loads(v) if v else []
+        return lambda v: list(_parsed_list(v)) if v and v != "[]" else []
     if name in Job._DICTS:
         return lambda v: _shared_dict(v) if v else {}
     if name in Job._BOOLS:
