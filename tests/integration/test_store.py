@@ -186,7 +186,7 @@ def test_a_pending_cache_follows_the_changes_stream_and_reads_whole_when_it_cann
         add_pending(store, job_id)
     cache = PendingCache()
     assert sorted(j.id for j in cache.read(store)) == [1, 2, 3]
-    assert cache.cursor == store.latest_change() != pending.START
+    assert cache.cursor == store.latest_change()[0] != pending.START
 
     original = store.pending_jobs
 
@@ -209,6 +209,15 @@ def test_a_pending_cache_follows_the_changes_stream_and_reads_whole_when_it_cann
         assert sorted(j.id for j in cache.read(store)) == [1, 2, 4, 5] and reads == [1]
         store.transition(2, JobState.CANCELLED, "test")
         assert sorted(j.id for j in cache.read(store)) == [1, 4, 5] and reads == [1]
+
+        # A writer older than the stream bumps the revisions but names no job: read whole.
+        with store.r.pipeline() as pipe:
+            pipe.hset(keys.job(4), "name", "renamed by an old client")
+            pipe.hincrby(keys.job(4), keys.JOB_REVISION, 1)
+            pipe.incr(keys.JOBS_REVISION)
+            pipe.execute()
+        assert {j.id: j.name for j in cache.read(store)}[4] == "renamed by an old client" and reads == [1, 1]
+        assert cache.read(store) and reads == [1, 1]
     finally:
         store.pending_jobs = original
 

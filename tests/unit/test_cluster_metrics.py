@@ -39,7 +39,7 @@ class FakeStore:
         return self.nodes
 
     def latest_change(self):
-        return None  # no changes stream: PendingCache reads the queue whole each time
+        return None, 0  # no changes stream: PendingCache reads the queue whole each time
 
     def pending_jobs(self, cache=None):
         return self.pending

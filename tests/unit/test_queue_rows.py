@@ -121,7 +121,7 @@ class FakeStore:
         return [j for j in self.jobs.values() if j.state is R]
 
     def latest_change(self):
-        return None  # no changes stream: PendingCache reads the queue whole each time
+        return None, 0  # no changes stream: PendingCache reads the queue whole each time
 
     def pending_jobs(self, cache=None):
         return [j for j in self.jobs.values() if j.state is PD]

@@ -230,13 +230,14 @@ def test_the_changes_stream_names_what_changed_unless_it_was_trimmed_or_too_long
     from minihpc.state.pending import START, changed_since
 
     entries = [("5-0", {"id": "1"}), ("6-0", {"id": "2"}), ("7-0", {"id": "1"})]
-    assert changed_since("5-0", entries, 10) == ("7-0", {1, 2})      # the cursor's own entry not again
-    assert changed_since("7-0", entries[2:], 10) == ("7-0", set())   # nothing since
-    assert changed_since("4-0", entries, 10) is None                 # 4-0 was trimmed: some may be lost
-    assert changed_since("5-0", [], 10) is None                      # the stream is gone
-    assert changed_since(START, [], 10) == (START, set())            # still empty
-    assert changed_since(START, entries, 10) == ("7-0", {1, 2})      # from empty, nothing trimmed yet
-    assert changed_since("5-0", entries, 2) is None                  # more than the reader takes at once
+    assert changed_since("5-0", entries, 10, 2) == ("7-0", {1, 2})      # the cursor's own entry not again
+    assert changed_since("7-0", entries[2:], 10, 0) == ("7-0", set())   # nothing since
+    assert changed_since("4-0", entries, 10, 3) is None                 # 4-0 was trimmed: some may be lost
+    assert changed_since("5-0", [], 10, 0) is None                      # the stream is gone
+    assert changed_since(START, [], 10, 0) == (START, set())            # still empty
+    assert changed_since(START, entries, 10, 3) == ("7-0", {1, 2})      # from empty, nothing trimmed yet
+    assert changed_since("5-0", entries, 2, 2) is None                  # more than the reader takes at once
+    assert changed_since("5-0", entries, 10, 3) is None                 # a write that named no job
 
 
 def test_a_pending_cache_keeps_pending_records_and_drops_the_rest():

@@ -7,14 +7,14 @@ the queue whole once, remembering how far the stream went; after that it reads o
 the stream names since then. A pass over 100,000 pending jobs then costs what changed, not
 100,000 reads. It reads the queue whole again when it cannot tell what changed: the stream was
 trimmed past where it stopped, more changed than :data:`CHANGES_READ`, Redis came back from
-its files (:meth:`PendingCache.clear`), or :data:`VERIFY_EVERY` has passed.
+its files (:meth:`PendingCache.clear`), or some write did not name itself in the stream (a
+client older than the stream, during an upgrade; ``reconcile``): every write bumps one counter
+too (keys.JOBS_REVISION), and the counter must have moved by as many entries as were read.
 """
 
 from __future__ import annotations
 
-import math
 import threading
-import time
 from collections.abc import Iterable
 
 from minihpc.core.models import Job, JobState
@@ -30,11 +30,6 @@ CHANGES_READ = 20_000
 costs no more. Below CHANGES_KEPT, so a reader that began at an empty stream (:data:`START`) knows
 nothing it has not read was trimmed: trimming starts only past CHANGES_KEPT entries."""
 
-VERIFY_EVERY = 300.0
-"""Seconds after which a reader reads the queue whole anyway (by revision, so only changed
-records whole): a write that did not name itself in the stream (a client older than the stream,
-during an upgrade) is seen no later."""
-
 START = "0-0"
 """The position before any entry: what a reader has read of an empty or absent stream."""
 
@@ -45,17 +40,20 @@ def note_change(pipe, job_id: int) -> None:
     pipe.xadd(keys.JOBS_CHANGES, {"id": job_id}, maxlen=CHANGES_KEPT, approximate=True)
 
 
-def changed_since(cursor: str, entries: list[tuple[str, dict]], limit: int) -> tuple[str, set[int]] | None:
+def changed_since(cursor: str, entries: list[tuple[str, dict]], limit: int, writes: int) -> tuple[str, set[int]] | None:
     """From ``entries`` (the stream from ``cursor`` on, ``cursor`` included when it is still
     there), the new position and the ids of the jobs changed since ``cursor``; None when what
-    changed cannot be told -- the entry at ``cursor`` was trimmed (so were some after it), or
-    more than ``limit`` entries came back -- and the queue must be read whole."""
+    changed cannot be told -- the entry at ``cursor`` was trimmed (so were some after it), more
+    than ``limit`` entries came back, or ``writes`` (how far the write counter moved meanwhile)
+    is not the number of new entries -- and the queue must be read whole."""
     if len(entries) > limit:
         return None
     if cursor != START and (not entries or entries[0][0] != cursor):
         return None
-    ids = {int(fields["id"]) for entry, fields in entries if entry != cursor and str(fields.get("id", "")).isdigit()}
-    return (entries[-1][0] if entries else cursor), ids
+    new = [fields for entry, fields in entries if entry != cursor]
+    if len(new) != writes:
+        return None
+    return (entries[-1][0] if entries else cursor), {int(f["id"]) for f in new if str(f.get("id", "")).isdigit()}
 
 
 def refreshed(cache: dict[int, tuple[int, Job]], records: dict[int, dict[str, str]], ids: Iterable[int],
@@ -78,14 +76,23 @@ class JobChanges:
 
     r: object
 
-    def latest_change(self) -> str:
-        """How far the changes stream goes now (:data:`START` when it is empty)."""
-        last = self.r.xrevrange(keys.JOBS_CHANGES, count=1)
-        return text(last[0][0]) if last else START
+    def latest_change(self) -> tuple[str, int]:
+        """How far the changes stream goes now (:data:`START` when it is empty), and the write
+        counter (keys.JOBS_REVISION) at that moment."""
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.xrevrange(keys.JOBS_CHANGES, count=1)
+            pipe.get(keys.JOBS_REVISION)
+            last, revision = pipe.execute()
+        return (text(last[0][0]) if last else START), int(revision or 0)
 
-    def job_changes(self, cursor: str, count: int) -> list[tuple[str, dict]]:
-        """Up to ``count`` entries of the changes stream from ``cursor`` on, ``cursor`` included."""
-        return [(text(entry), texts(fields)) for entry, fields in self.r.xrange(keys.JOBS_CHANGES, min=cursor, count=count)]
+    def job_changes(self, cursor: str, count: int) -> tuple[list[tuple[str, dict]], int]:
+        """Up to ``count`` entries of the changes stream from ``cursor`` on, ``cursor`` included,
+        and the write counter at that moment."""
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.xrange(keys.JOBS_CHANGES, min=cursor, count=count)
+            pipe.get(keys.JOBS_REVISION)
+            entries, revision = pipe.execute()
+        return [(text(entry), texts(fields)) for entry, fields in entries], int(revision or 0)
 
     def refresh_jobs(self, cache: dict[int, tuple[int, Job]], ids: set[int],
                      state: JobState = JobState.PENDING) -> None:
@@ -105,26 +112,25 @@ class PendingCache:
 
     state = JobState.PENDING
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self):
         self.records: dict[int, tuple[int, Job]] = {}
         self.cursor: str | None = None  # how far the stream was read; None: read the queue whole
-        self.read_whole_at = -math.inf
-        self.clock = clock
+        self.revision = 0  # the write counter when the stream was read that far
         self._lock = threading.Lock()
 
     def read(self, store) -> list[Job]:
         """Every pending job, as the store holds it now."""
         with self._lock:
-            now = self.clock()
-            if self.cursor is not None and now - self.read_whole_at < VERIFY_EVERY:
-                changed = changed_since(self.cursor, store.job_changes(self.cursor, CHANGES_READ + 1), CHANGES_READ)
+            if self.cursor is not None:
+                entries, revision = store.job_changes(self.cursor, CHANGES_READ + 1)
+                changed = changed_since(self.cursor, entries, CHANGES_READ, revision - self.revision)
                 if changed is not None:
-                    self.cursor, ids = changed
+                    (self.cursor, ids), self.revision = changed, revision
                     if ids:
                         store.refresh_jobs(self.records, ids, self.state)
                     return [job for _, job in self.records.values()]
             # Where the stream stands first: a write meanwhile comes after it, and is read next time.
-            self.cursor, self.read_whole_at = store.latest_change(), now
+            self.cursor, self.revision = store.latest_change()
             return self.whole(store)
 
     def whole(self, store) -> list[Job]:
