@@ -64,3 +64,41 @@ def test_200_simulated_nodes_run_5000_jobs_to_completion_and_end_with_every_node
     nodes = big.nodes()
     assert {n["state"] for n in nodes} == {"idle"} and all(n["job"] is None for n in nodes), \
         [n for n in nodes if n["state"] != "idle"][:5]
+
+
+def test_simulated_nodes_beat_from_their_own_process_only_while_their_host_runs(redis_port):
+    """A host of simulated nodes hands their heartbeats to a child (a thousand busy worker
+    threads starved a heartbeat thread among them): the nodes still fall silent when the host
+    is stopped, come back when it continues, and are down for good when it is killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import redis
+
+    from minihpc.state import keys
+
+    r = redis.Redis(port=redis_port)
+    env = dict(os.environ, MINIHPC_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+               MINIHPC_HEARTBEAT_INTERVAL="0.1", MINIHPC_NODE_TIMEOUT="0.5")
+    host = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; subprocess.Popen([sys.executable, "
+                             "'-m', 'minihpc.node.sim_beats', str(os.getpid()), 'sim-1', 'sim-2']); time.sleep(120)"],
+                            env=env)
+    try:
+        def alive():
+            return r.exists(keys.node_alive("sim-1")) and r.exists(keys.node_alive("sim-2"))
+
+        wait_until(alive, timeout=20, message="the beats to begin")
+        host.send_signal(signal.SIGSTOP)
+        wait_until(lambda: not r.exists(keys.node_alive("sim-1")), timeout=5, message="silence while stopped")
+        host.send_signal(signal.SIGCONT)
+        wait_until(alive, timeout=5, message="the beats to come back")
+        host.kill()
+        host.wait()
+        wait_until(lambda: not r.exists(keys.node_alive("sim-1")), timeout=5, message="down once the host died")
+        time.sleep(1.0)
+        assert not r.exists(keys.node_alive("sim-1")), "the beats outlived their host"
+    finally:
+        host.kill()
+        host.wait()

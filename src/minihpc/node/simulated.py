@@ -14,6 +14,8 @@ import logging
 import os
 import resource
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -107,14 +109,29 @@ class SimulatedAgent(agents.NodeAgent):
 
 
 def beat_all(nodes: list[SimulatedAgent], settings: Settings, stop: threading.Event) -> None:
-    """Every node's heartbeat, as each real agent's thread writes it, in one round trip a beat:
-    a thread of its own per node cost a simulated cluster more CPU than its jobs."""
+    """Every node's heartbeat, as each real agent's thread writes it, in one round trip a beat
+    (a thread of its own per node cost a simulated cluster more CPU than its jobs), until the
+    nodes have registered and :func:`beats_process` takes over, or ``stop``."""
     store = Store(connect(settings.redis_url))
     while not stop.wait(settings.heartbeat_interval):
         try:
             store.heartbeats([n.name for n in nodes if n.beating()], settings.node_timeout)
         except REDIS_ERRORS as exc:
             log.warning("simulated nodes: heartbeat failed: %s", exc)
+
+
+REGISTER_WAIT = 120.0
+"""Seconds the host waits for its nodes to register before their beats go to a process of
+their own (node.sim_beats); one registering later is not beaten."""
+
+
+def beats_process(settings: Settings, names: list[str]) -> subprocess.Popen:
+    """The child that beats ``names`` from now on (node.sim_beats): a thousand busy worker
+    threads starved a heartbeat thread among them for seconds."""
+    env = dict(os.environ, MINIHPC_REDIS_URL=settings.redis_url,
+               MINIHPC_HEARTBEAT_INTERVAL=str(settings.heartbeat_interval),
+               MINIHPC_NODE_TIMEOUT=str(settings.node_timeout))
+    return subprocess.Popen([sys.executable, "-m", "minihpc.node.sim_beats", str(os.getpid()), *names], env=env)
 
 
 def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -> int:
@@ -134,10 +151,19 @@ def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -
     for node in nodes:
         threading.Thread(target=node.run, name=f"sim-{node.name}", daemon=True).start()
     log.info("%d simulated node(s) started (%s ... %s)", len(nodes), node_names[0], node_names[-1])
-    beats = threading.Thread(target=beat_all, args=(nodes, settings, stop), name="heartbeats", daemon=True)
+    handed = threading.Event()  # the beats process took over
+    beats = threading.Thread(target=beat_all, args=(nodes, settings, handed), name="heartbeats", daemon=True)
     beats.start()
+    deadline = time.monotonic() + REGISTER_WAIT
+    while not stop.is_set() and not all(n.registered for n in nodes) and time.monotonic() < deadline:
+        stop.wait(0.2)
+    child = None if stop.is_set() else beats_process(settings, [n.name for n in nodes if n.registered])
+    handed.set()
     stop.wait()
-    beats.join(agents.BEAT_CALL_MAX + 1)  # a beat in flight lands before the nodes leave, not after
+    if child is not None:
+        child.terminate()
+        child.wait(agents.BEAT_CALL_MAX + 1)  # a beat in flight lands before the nodes leave, not after
+    beats.join(agents.BEAT_CALL_MAX + 1)
     for node in nodes:
         node.going_down()
     log.info("%d simulated node(s) left", len(nodes))
