@@ -252,9 +252,11 @@ def test_jobs_started_together_start_all_in_one_transaction_but_those_that_canno
     store.hold(2, "u")
     store.r.set(keys.node_alloc("c"), 99)  # taken since the plan was made
     launched = []
-    started = store.start_many([(1, ["a"]), (2, ["b"]), (3, ["c"]), (5, ["e"]), (4, ["d"])],
+    add_pending(store, 6, nodes=1)
+    started = store.start_many([(1, ["a"]), (2, ["b"]), (3, ["c"]), (5, ["e"]), (4, ["d"]), (6, ["a"])],
                                lambda pipe, job: launched.append(job.id))
-    assert [j.id for j in started] == [1, 4] and launched == [1, 4]
+    assert [j.id for j in started] == [1, 4] and launched == [1, 4], "6 was given 1's node: never both"
+    assert store.get_job(6).state is JobState.PENDING
     assert store.get_job(1).state is JobState.RUNNING and store.get_job(4).nodes == ["d"]
     assert store.get_job(2).state is JobState.PENDING and store.get_job(3).state is JobState.PENDING
     assert store.node_job("a") == 1 and store.node_job("d") == 4 and store.node_job("b") is None

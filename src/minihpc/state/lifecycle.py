@@ -102,14 +102,15 @@ class JobLifecycle:
         watch = [key for job_id, nodes in starts for key in (keys.job(job_id), *map(keys.node_alloc, nodes))]
 
         def body(pipe):
-            ready = []
+            ready, taken = [], set()
             for job_id, nodes in starts:
                 raw = pipe.hgetall(keys.job(job_id))
                 job = Job.from_record(texts(raw)) if raw else None
-                if job is None or job.state is not JobState.PENDING or job.held:
+                if job is None or job.state is not JobState.PENDING or job.held or taken.intersection(nodes):
                     continue
                 if not any(pipe.exists(keys.node_alloc(n)) for n in nodes):
                     ready.append((job, nodes))
+                    taken.update(nodes)  # two starts given one node: the first only, as one at a time
             pipe.multi()
             now = time.time()
             for job, nodes in ready:
