@@ -6,7 +6,9 @@ thread among them waited its turn for seconds: every node timed out together, an
 requeued their jobs (seen in ``make bench-scale``). A real node has a process, and a core, of its
 own; so the beats come from a child that shares no lock with the workers. They stand for the
 host: the child beats only while the host runs -- it dies with it (``PR_SET_PDEATHSIG``) and
-skips a beat while the host is stopped (SIGSTOP: a silence, as a stopped agent's).
+skips a beat while the host is stopped (SIGSTOP: a silence, as a stopped agent's). It beats at
+once, says so with a line on its standard output (the host beats until then), and stops beating
+a node the host names on its standard input (a node whose agent stopped leaves for good).
 
     python -m minihpc.node.sim_beats HOST_PID NODE [NODE ...]   (the settings from the environment)
 """
@@ -48,17 +50,31 @@ def beat(host: int, names: list[str]) -> int:
     store = Store(connect(settings.redis_url))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.wait(settings.heartbeat_interval):
+    beating = set(names)
+    threading.Thread(target=_left, args=(beating,), daemon=True).start()
+    announced, pause = False, 0.0  # the first beat at once
+    while not stop.wait(pause):
+        pause = settings.heartbeat_interval
         running = host_running(host)
         if running is None or os.getppid() != host:
             return 0
         if not running:
             continue
         try:
-            store.heartbeats(names, settings.node_timeout)
+            store.heartbeats(sorted(beating), settings.node_timeout)
         except REDIS_ERRORS as exc:
             log.warning("simulated nodes: heartbeat failed: %s", exc)
+            continue
+        if not announced:
+            print("beating", flush=True)
+            announced = True
     return 0
+
+
+def _left(beating: set[str]) -> None:
+    """Stop beating each node the host names on standard input, a line each."""
+    for line in sys.stdin:
+        beating.discard(line.strip())
 
 
 if __name__ == "__main__":

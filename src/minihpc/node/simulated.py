@@ -131,7 +131,27 @@ def beats_process(settings: Settings, names: list[str]) -> subprocess.Popen:
     env = dict(os.environ, MINIHPC_REDIS_URL=settings.redis_url,
                MINIHPC_HEARTBEAT_INTERVAL=str(settings.heartbeat_interval),
                MINIHPC_NODE_TIMEOUT=str(settings.node_timeout))
-    return subprocess.Popen([sys.executable, "-m", "minihpc.node.sim_beats", str(os.getpid()), *names], env=env)
+    return subprocess.Popen([sys.executable, "-m", "minihpc.node.sim_beats", str(os.getpid()), *names], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def watch_beats(child: subprocess.Popen, nodes: list[SimulatedAgent], stop: threading.Event) -> None:
+    """Until ``stop``: tell the beats process of each node whose agent stopped (it leaves for
+    good, as a stopped agent does); should the process die, the nodes fall silent, and say so."""
+    told: set[str] = set()
+    while not stop.wait(1.0):
+        if child.poll() is not None:
+            log.error("simulated nodes: the heartbeat process ended (exit %s); the nodes will go DOWN", child.returncode)
+            stop.wait()
+            return
+        for node in nodes:
+            if node.registered and not node.beating() and node.name not in told:
+                told.add(node.name)
+                try:
+                    child.stdin.write(f"{node.name}\n")
+                    child.stdin.flush()
+                except (BrokenPipeError, ValueError):
+                    pass
 
 
 def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -> int:
@@ -158,11 +178,19 @@ def host(settings: Settings, node_names: list[str], cpus: int, seconds: float) -
     while not stop.is_set() and not all(n.registered for n in nodes) and time.monotonic() < deadline:
         stop.wait(0.2)
     child = None if stop.is_set() else beats_process(settings, [n.name for n in nodes if n.registered])
+    if child is not None and child.stdout.readline():  # its first beat landed: the thread may stop
+        handed.set()
+        watch_beats(child, nodes, stop)
+    elif child is not None:
+        log.warning("simulated nodes: the heartbeat process did not start; beating from this one")
+        stop.wait()
     handed.set()
-    stop.wait()
     if child is not None:
         child.terminate()
-        child.wait(agents.BEAT_CALL_MAX + 1)  # a beat in flight lands before the nodes leave, not after
+        try:
+            child.wait(agents.BEAT_CALL_MAX + 1)  # a beat in flight lands before the nodes leave, not after
+        except subprocess.TimeoutExpired:
+            child.kill()
     beats.join(agents.BEAT_CALL_MAX + 1)
     for node in nodes:
         node.going_down()
