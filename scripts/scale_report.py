@@ -92,10 +92,10 @@ def report(results: list[dict]) -> bool:
               f"{100 * idle['master_cores']:>7.0f}%{100 * idle['simulated_cores']:>5.0f}%{idle['redis_bytes_per_node']:>8.0f}"
               f"{_n(r.get('short_started_per_s')):>9}{_n(r.get('bytes_per_ended_job')):>9}{_s(r.get('busy_pass_p95_s')):>9}"
               f"{_s(r.get('crash_detect_s')):>8}{_s(r.get('silence_detect_s')):>9}")
-    print(f"\n{'goal':<61}{'measured':<30}verdict")
+    print(f"\n{'goal':<61}{'measured':<44}verdict")
     verdicts = goals(results)
     for goal, measured, met in verdicts:
-        print(f"{goal:<61}{measured:<30}{'met' if met else 'MISSED'}")
+        print(f"{goal:<61}{measured:<44}{'met' if met else 'MISSED'}")
     return all(met for _, _, met in verdicts)
 
 
