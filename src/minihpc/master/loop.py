@@ -46,9 +46,10 @@ MASTER_BEAT_TTL = 4 * BLOCK_MAX
 """Seconds the master's heartbeat key outlives a pass; a pass comes at least every BLOCK_MAX."""
 PLANNING_SHARE = 0.5
 """At most this share of a core goes to planning: after a pass that planned, the master rests as
-long as the pass took (but for starting its jobs) before the next one, so a flood of wake-ups (a submit loop, short jobs
-ending) is taken in batches, not one pass each, and the API and Redis beside it keep the rest
-(a pass over 10,000 jobs on 1,000 nodes takes about 0.05 s: it delays what follows by as much)."""
+long as the pass took (but for starting its jobs) before the next one, so a flood of wake-ups
+(a submit loop, short jobs ending) is taken in batches, not one pass each, and the API and
+Redis beside it keep the rest (a pass over 10,000 jobs on 1,000 nodes takes about 0.05 s: it
+delays what follows by as much)."""
 START_BATCH = 50
 """Jobs a pass starts in one transaction (state.lifecycle.start_many): one sync of Redis's
 append-only file for them all, in transactions of bounded size."""
@@ -77,7 +78,7 @@ class Master:
         self.started_grace_until = time.time() + outage_grace(settings.node_timeout, settings.heartbeat_interval,
                                                               RECONNECT)
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
-        self.pending = PendingCache()  # pending records by revision
+        self.pending = PendingCache()  # pending records, kept by the changes stream (state.pending)
         self.running = RunningCache()  # and running ones
         self.planned: tuple | None = None  # what the last plan was made from (core.replan)
         self.planned_at: float | None = None

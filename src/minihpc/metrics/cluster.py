@@ -60,8 +60,8 @@ series per scrape (issue 38); minihpc_jobs_by_user counts them all."""
 class ClusterCollector:
     def __init__(self, store: Store):
         self.store = store
-        # Pending records by revision, as the master keeps them: a scrape of a deep queue reads
-        # each job's revision, and whole records only for those that changed (issue 38).
+        # Pending records as the master keeps them: a scrape of a deep queue reads only the
+        # records the changes stream names since the last scrape (state.pending, issue 38).
         self.pending = PendingCache()  # scrapes may overlap (one thread each): it locks
 
     def collect(self) -> Iterator[Metric]:

@@ -96,14 +96,9 @@ class JobChanges:
 
     def refresh_jobs(self, cache: dict[int, tuple[int, Job]], ids: set[int],
                      state: JobState = JobState.PENDING) -> None:
-        """Read the records of ``ids`` in one round trip and bring ``cache`` (of the jobs in
-        ``state``) up to them."""
-        ids = list(ids)
-        with self.r.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hgetall(keys.job(job_id))
-            raws = pipe.execute()
-        refreshed(cache, {job_id: texts(raw) for job_id, raw in zip(ids, raws) if raw}, ids, state)
+        """Read the records of ``ids`` in one round trip (JobRecords._records) and bring
+        ``cache`` (of the jobs in ``state``) up to them."""
+        refreshed(cache, dict(self._records(ids)), ids, state)
 
 
 class PendingCache:
