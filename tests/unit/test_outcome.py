@@ -39,6 +39,16 @@ def test_a_held_failure_fails_the_job_after_the_grace_with_the_first_failure():
     assert (out.state, out.exit_code, out.signal, out.failed_node) == (JobState.FAILED, 134, "SIGABRT", "b")
 
 
+def test_a_held_failure_is_the_failure_the_launchers_saw_first_not_the_first_reported():
+    """e2e: one rank SIGKILLed; a peer's rank (exit 1, a broken connection) reported first, and
+    the third node's ranks hung in a collective until the hold ended the job."""
+    job = _running(["a", "b", "c"])
+    job.first_failure, job.failing_since = "b", 100.0
+    results = {"b": NodeResult(1, at=50.2), "a": NodeResult(137, "SIGKILL", at=50.1)}
+    out = held_failure(job, results, now=104.0, grace=4.0)
+    assert (out.exit_code, out.signal, out.failed_node) == (137, "SIGKILL", "a")
+
+
 def test_when_every_node_reported_the_first_failure_decides():
     job = _running(["a", "b"])
     job.first_failure = "b"

@@ -64,6 +64,12 @@ def after_report(job: Job, results: dict[str, NodeResult], node: str) -> Outcome
         return None
     if all(r.ok for r in results.values()):
         return Outcome(JobState.COMPLETED, 0)
+    return _failed(job, results)
+
+
+def _failed(job: Job, results: dict[str, NodeResult]) -> Outcome:
+    """FAILED with the cause among ``results`` (one at least failed): the failure the nodes'
+    launchers saw first (:func:`root_failure`), else the first reported, else the first node."""
     first = root_failure(results)
     if first is None:
         first = job.first_failure if job.first_failure in results else None
@@ -91,13 +97,13 @@ def starts_failure(job: Job, result: NodeResult) -> bool:
 def held_failure(job: Job, results: dict[str, NodeResult], now: float, grace: float) -> Outcome | None:
     """FAILED once a failure has been held for ``grace`` seconds with every node still up
     (the master checks for lost nodes first): the job's own fault, so its other ranks,
-    likely stuck in a collective, are torn down."""
+    likely stuck in a collective, are torn down. The cause is judged as when every node has
+    reported: a peer's broken connection reported first is not the cause of a rank killed."""
     if not job.failing or job.failing_since is None:
         return None
     if now - job.failing_since < grace or job.first_failure not in results:
         return None
-    failed = results[job.first_failure]
-    return Outcome(JobState.FAILED, failed.exit_code, failed.signal, job.first_failure)
+    return _failed(job, results)  # the cause by then, as when every node has reported
 
 
 def format_exit(exit_code: int | None, signal: str | None) -> str:
