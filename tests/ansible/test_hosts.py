@@ -171,6 +171,50 @@ def test_an_alert_goes_through_alertmanager_to_minihpcs_receiver(hosts, first_ru
         ["640", "root", "prometheus"]
 
 
+def api(hosts, token: str, method: str, path: str, body: dict | None = None) -> dict:
+    """A request to the REST API on the control host, as a user's client sends it."""
+    request = urllib.request.Request(f"http://{hosts.address('head')}:8080{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return json.load(resp)
+
+
+def test_the_api_runs_as_a_user_of_its_own_and_the_master_removes_what_it_spooled(hosts, first_run):
+    """The API is not the master's uid: it cannot read the master's environment (its Redis
+    credentials) nor the CLI's; what it spools, a node lends the job, and the master removes it
+    when the API deletes the job."""
+    assert first_run.returncode == 0
+
+    def process(unit):
+        pid = hosts.exec("head", "systemctl", "show", "-p", "MainPID", "--value", unit).stdout.strip()
+        return pid, hosts.exec("head", "stat", "-c", "%U", f"/proc/{pid}").stdout.strip()
+
+    (_, api_user), (master_pid, master_user) = process("minihpc-api"), process("minihpc-master")
+    assert (api_user, master_user) == ("minihpc-api", "minihpc")
+    assert hosts.exec("head", "stat", "-c", "%a %U %G", "/etc/minihpc/cli.env").stdout.split() == \
+        ["640", "root", "minihpc-cli"]
+    for secret in ("/etc/minihpc/cli.env", "/etc/minihpc/master.env", f"/proc/{master_pid}/environ"):
+        read = hosts.exec("head", "runuser", "-u", "minihpc-api", "--", "cat", secret, check=False)
+        assert read.returncode != 0 and "Permission denied" in read.stderr, (secret, read)
+
+    token = minihpc(hosts, "token", "create", "alice").stdout.strip()
+    script = "import os\nprint('spooled by the api; gid', os.getgid())\n"
+    job_id = api(hosts, token, "POST", "/jobs", {"script": script, "script_name": "hi.py"})["id"]
+    job = wait_job(hosts, job_id)
+    text = "".join(log["text"] for log in api(hosts, token, "GET", f"/jobs/{job_id}/logs")["logs"])
+    assert job["state"] == "COMPLETED", text[-3000:]
+    gid = re.search(r"spooled by the api; gid (\d+)", text)
+    assert gid and gid[1] not in ("0", "10001"), text[-3000:]
+    spool, logs = f"/shared/jobs/spool/job-{job_id}", f"/shared/logs/job-{job_id}"
+    # Lent to alice's group by the node that ran it: the daemons' to own, no other user's to read.
+    assert hosts.exec("head", "stat", "-c", "%U %g %a", spool).stdout.split() == ["minihpc", gid[1], "750"]
+
+    assert api(hosts, token, "DELETE", f"/jobs/{job_id}") == {"deleted": job_id}
+    wait_until(lambda: hosts.exec("head", "ls", "-d", spool, logs, check=False).returncode == 2,
+               timeout=30, interval=0.5, message="the master to remove the deleted job's folders")
+
+
 def start_training(hosts, epochs=12) -> int:
     job_id = submit(hosts, "-N", 3, "/opt/minihpc/jobs/train_mnist_distributed.py", "--epochs", epochs, "--checkpoint-every", 5)
     wait_until(lambda: hosts.exec("head", "test", "-f", f"/shared/models/job-{job_id}/LATEST", check=False).returncode == 0,

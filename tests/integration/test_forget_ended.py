@@ -135,3 +135,23 @@ def test_the_master_loop_forgets_as_it_runs(store, tmp_path, redis_port):
         master.stop.set()
         thread.join(timeout=10)
     assert not _remembered(store, 1) and _remembered(store, 3)
+
+
+def test_folders_another_process_could_not_remove_are_removed_by_the_master(store, tmp_path, caplog):
+    # The API (a uid of its own on Ansible hosts) forgot jobs 11 and 12 but could not remove the
+    # spool folder a node had lent to the job's group: it named them in keys.FILES_LEFT.
+    folders = {i: _files(tmp_path, i) for i in (11, 12)}
+    (folders[12]["spool"] / "tree").mkdir()
+    (folders[12]["spool"] / "tree" / "train.py").write_text("print()")
+    store.leave_files(11)
+    store.leave_files(12)
+
+    with caplog.at_level(logging.INFO, logger="minihpc.master.retention"):
+        assert retention.remove_left_files(store) == 2
+
+    for i in (11, 12):
+        assert not folders[i]["spool"].exists() and not folders[i]["logs"].exists()
+        assert (folders[i]["models"] / "x").exists()  # checkpoints are the user's
+    assert store.r.scard(keys.FILES_LEFT) == 0
+    assert "master: removed the folders of 2 forgotten job(s)" in caplog.messages
+    assert store.take_left_files(10) == []

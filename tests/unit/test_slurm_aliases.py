@@ -111,7 +111,8 @@ def test_the_ansible_role_links_the_same_aliases_to_one_wrapper_that_runs_its_na
     assert set(defaults["minihpc_slurm_commands"]) == set(slurm.ALIASES)
     template = jinja2.Template((role / "templates/command.sh.j2").read_text(), undefined=jinja2.StrictUndefined)
     script = template.render(ansible_managed="test", minihpc_slurm_commands=defaults["minihpc_slurm_commands"],
-                             minihpc_user="minihpc", minihpc_config_dir=tmp_path / "etc", minihpc_install_dir=ROOT,
+                             minihpc_user="minihpc", minihpc_cli_group=defaults["minihpc_cli_group"],
+                             minihpc_config_dir=tmp_path / "etc", minihpc_install_dir=ROOT,
                              minihpc_venv=Path(sys.executable).parent.parent)
     # As root it would first become the daemons' user (the Ansible suite runs it so, with sudo).
     script = script.replace('if [ "$(id -u)" = 0 ]; then', "if false; then", 1)

@@ -179,7 +179,8 @@ def check_deletable(store: Store, job: Job, who: Principal, waiting: dict[int, l
 def _forget(store: Store, job: Job) -> None:
     store.delete_job(job)
     cluster = store.cluster_info()
-    files.remove_job_dirs((cluster.get("spool_dir"), cluster.get("log_dir")), job.id)
+    if files.remove_job_dirs((cluster.get("spool_dir"), cluster.get("log_dir")), job.id):
+        store.leave_files(job.id)  # another uid's (a folder a node lent the job): the master's
 
 
 # -- Slurm's filters: squeue -u/-t/-j, sacct -j/-s/-S/-E, scancel -n/-t/-u ------------------

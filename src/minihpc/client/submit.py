@@ -152,6 +152,9 @@ def check_placement(request: Request, cluster: dict[str, str], nodes: list[NodeS
         raise UsageError(why)
 
 
+SPOOL_FOLDER_MODE = 0o770
+"""A job's spool folder before it starts: the daemons' group's (not the umask's to decide)."""
+
 SPOOLED_MODE = 0o444
 """A spooled script is read-only: the job runs what was submitted (its sha256 is checked before
 each launch), and deleting the job still removes it (its directory stays writable)."""
@@ -162,9 +165,11 @@ def write_spooled(path: str, data: bytes) -> None:
     acknowledged has its script on disk even if the machine dies the next moment."""
     directory = os.path.dirname(path)
     os.makedirs(os.path.dirname(directory), exist_ok=True)
-    # The daemons' alone until the job starts: then its node hands it to the job's group
+    # The daemons' alone until the job starts (the API's and the master's on hosts where they
+    # are two uids of one group): then its node hands it to the job's group
     # (node.identity.lend), so no other user's job reads it.
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, SPOOL_FOLDER_MODE)
     files.replace(path, data, durable=True, mode=SPOOLED_MODE)
     files.fsync_dir(os.path.dirname(directory))  # the job's own directory in the spool, too
 

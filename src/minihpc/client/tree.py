@@ -105,6 +105,12 @@ def read_member(data: bytes, name: str) -> str:
     raise UsageError(f"script {name!r} is not a file in the working tree (give its path inside it)")
 
 
+TREE_DIR_MODE = 0o775
+"""A working tree's folders: others may list them (the job's user, once its node lends the spool
+folder to its group) and the daemons' group may remove what is in them (the master removes
+what the API unpacked, on hosts where the two are uids of one group)."""
+
+
 def unpack(data: bytes, dest: str) -> None:
     """Unpack into the new directory ``dest``: read-only files (executable bits kept), directories
     others can list; nothing outside ``dest`` is touched."""
@@ -124,5 +130,5 @@ def unpack(data: bytes, dest: str) -> None:
                     out.write(chunk)
     for root, dirs, _ in os.walk(dest):  # umask may have narrowed them
         for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-    os.chmod(dest, 0o755)
+            os.chmod(os.path.join(root, d), TREE_DIR_MODE)
+    os.chmod(dest, TREE_DIR_MODE)

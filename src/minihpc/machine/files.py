@@ -56,14 +56,20 @@ def sha256(path: str | os.PathLike) -> str | None:
     return digest.hexdigest()
 
 
-def remove_job_dirs(roots: Iterable[str | os.PathLike | None], job_id: int) -> None:
+def remove_job_dirs(roots: Iterable[str | os.PathLike | None], job_id: int) -> list[Path]:
     """Remove ``<root>/job-<id>`` under each root given (the spool, the logs; an empty or None
     root is skipped), whatever is in it; one that is gone or cannot be removed is left as is.
-    A job's checkpoints are never among them: they are the user's results."""
+    A job's checkpoints are never among them: they are the user's results. The folders left
+    (not removed whole: another uid's, or a file the job alone can remove)."""
+    left = []
     for root in roots:
         if root:
+            folder = Path(root) / f"job-{job_id}"
             # ignore_errors: a job may have left files that it alone can remove
-            shutil.rmtree(Path(root) / f"job-{job_id}", ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            if os.path.lexists(folder):
+                left.append(folder)
+    return left
 
 
 def read_chunks(fd: int, size: int):

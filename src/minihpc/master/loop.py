@@ -291,6 +291,7 @@ class Master:
                     planning = max(0.0, took - self.starting)  # starting jobs is no reason to wait
                     self.rest_until = time.monotonic() + planning * (1 / PLANNING_SHARE - 1)
                 self.store.master_beat(MASTER_BEAT_TTL)
+                retention.remove_left_files(self.store)  # an empty set: one SPOP
                 if time.time() >= next_prune:
                     next_prune = time.time() + retention.PRUNE_INTERVAL  # a pass that fails waits as long
                     next_prune = retention.forget_ended(self.store, self.settings, time.time(),

@@ -1,6 +1,7 @@
 """The master forgets old ended jobs as core.retention decides: each job's record, results and
 telemetry (minihpc.state) and its spooled script and logs (minihpc.machine.files), the same
-as ``minihpc delete``. Checkpoints are the user's and stay."""
+as the API's ``DELETE /jobs/ID``. Checkpoints are the user's and stay. It also removes the folders of jobs
+another process forgot but could not remove whole (the API, a uid of its own on hosts)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def forget_ended(store: Store, settings: Settings, now: float,
                  f"kept the newest {keep_jobs}" if keep_jobs else "no count limit",
                  f"none older than {keep_days:g} days" if keep_days else "no age limit")
     return now + (PRUNE_BACKLOG_INTERVAL if len(chosen) == PRUNE_BATCH else PRUNE_INTERVAL)
+
+
+def remove_left_files(store: Store) -> int:
+    """Remove the folders of forgotten jobs that whoever forgot them left (keys.FILES_LEFT), at
+    most PRUNE_BATCH a pass; how many jobs' folders are now gone whole."""
+    left = store.take_left_files(PRUNE_BATCH)
+    if not left:
+        return 0
+    try:
+        cluster = store.cluster_info()
+    except ClusterUnavailable:
+        for job_id in left:  # no layout yet: kept for a later pass
+            store.leave_files(job_id)
+        return 0
+    roots = (cluster.get("spool_dir"), cluster.get("log_dir"))
+    gone = [job_id for job_id in left if not files.remove_job_dirs(roots, job_id)]
+    log.info("master: removed the folders of %s forgotten job(s)%s", len(gone),
+             f"; {len(left) - len(gone)} still hold files the master cannot remove" if len(gone) < len(left) else "")
+    return len(gone)

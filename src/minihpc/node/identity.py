@@ -188,14 +188,16 @@ def give(path: str, identity: Identity | None, mode: int = 0o700, gid: int | Non
 
 def lend(path: str | None, identity: Identity | None, mode: int = 0o750) -> None:
     """Let the job's user read a folder the daemons keep for it (its spool folder: the script,
-    the working tree) through its group, and no one else: the owner stays the daemons', so the
-    job cannot change what it was submitted with, and another user's job cannot read it. Through
-    a descriptor opened without following a symlink."""
+    the working tree) through its group, and no one else. Its owner becomes the spool's (the
+    daemons' user), whoever spooled it (the API runs as a uid of its own on hosts Ansible
+    provisioned), so the job cannot change what it was submitted with, another user's job
+    cannot read it, and the master can remove it with the job. Through a descriptor opened
+    without following a symlink."""
     if path is None or identity is None or os.geteuid() != 0:
         return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        os.fchown(fd, -1, identity.gid)
+        os.fchown(fd, os.stat(os.path.dirname(os.path.abspath(path))).st_uid, identity.gid)
         os.fchmod(fd, mode)
     finally:
         os.close(fd)

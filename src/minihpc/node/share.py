@@ -163,8 +163,9 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
     """torchrun for this node's ranks, watched until they end or must be torn down."""
     with _failing(f"cannot write the job log {spec.log_path}"):
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
-        # The daemons' folder: jobs may pass through to their output/, never list or read it.
-        identity.like_parent(os.path.dirname(spec.log_path), 0o711)
+        # The daemons' folder, their group's to list (the API, a uid of its own on hosts): jobs
+        # may pass through to their output/, never list or read it.
+        identity.like_parent(os.path.dirname(spec.log_path), 0o751)
         out = identity.open_log(spec.log_path)  # closed below, whatever happens
     try:
         with _failing(f"cannot write the job log {spec.log_path}"):

@@ -286,6 +286,18 @@ class JobRecords:
             note_change(pipe, job.id)
             pipe.execute()
 
+    def leave_files(self, job_id: int) -> None:
+        """Job ``job_id`` is forgotten but some of its folders are not removed: the master's
+        (woken to remove them)."""
+        with self.r.pipeline() as pipe:
+            pipe.sadd(keys.FILES_LEFT, job_id)
+            pipe.rpush(keys.EVENTS, f"files left {job_id}")
+            pipe.execute()
+
+    def take_left_files(self, count: int) -> list[int]:
+        """Up to ``count`` ids :meth:`leave_files` named, taken out of the set."""
+        return [int(i) for i in self.r.spop(keys.FILES_LEFT, count) or ()]
+
     def ended_before(self, when: float) -> list[int]:
         """Ids of the jobs that ended before ``when``, oldest first."""
         return [int(i) for i in self.r.zrangebyscore(keys.JOBS_ENDED, "-inf", f"({when}")]

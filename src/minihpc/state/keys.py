@@ -120,6 +120,11 @@ USER_JOBS = "minihpc:user:{0}:jobs"
 when the set is next counted against the user's cap (state.users.live_jobs), so it never grows
 far past the cap."""
 
+FILES_LEFT = "minihpc:files:left"
+"""Set: ids of forgotten jobs whose spool or log folder the one who forgot them could not remove
+(the API, a uid of its own on hosts Ansible provisioned, cannot remove a folder a node handed to
+the job's group): the master removes them at its next retention pass."""
+
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
 
