@@ -1,7 +1,7 @@
 """The master forgets old ended jobs as core.retention decides: each job's record, results and
-telemetry (minihpc.state) and its spooled script and logs (minihpc.machine.files), the same
-as the API's ``DELETE /jobs/ID``. Checkpoints are the user's and stay. It also removes the folders of jobs
-another process forgot but could not remove whole (the API, a uid of its own on hosts)."""
+telemetry (minihpc.state) and its spooled script and logs (minihpc.machine.files), the same as
+the API's ``DELETE /jobs/ID``. Checkpoints are the user's and stay. It also removes the folders
+of jobs another process forgot but could not remove whole (the API, a uid of its own on hosts)."""
 
 from __future__ import annotations
 
