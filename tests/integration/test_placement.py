@@ -118,3 +118,25 @@ def test_a_no_requeue_job_ends_node_fail_for_good(placed):
     assert (final["state"], final["attempts"], final["requeues"]) == ("NODE_FAIL", 1, 0)
     refused = c.cli("scontrol", "requeue", job, check=False)
     assert refused.returncode != 0 and "submitted with --no-requeue" in refused.stderr
+
+
+def test_a_node_range_runs_on_every_free_node_up_to_its_most_and_waits_below_its_least(placed):
+    """sbatch -N 2-5 on three idle nodes runs on the three (SLURM_JOB_NUM_NODES=3), and show
+    says so beside the range; -p debug -N 1-3 gets debug's two; a pending range shows as
+    2-5 in the queue, and -N 4-5 is refused at submit like -N 4."""
+    c = placed
+    job = c.submit("-N", "2-5", "--wrap", 'echo "nodes=$SLURM_JOB_NUM_NODES list=$SLURM_JOB_NODELIST"')
+    assert c.wait(job)["state"] == "COMPLETED"
+    assert "nodes=3 list=master-node,worker-node-[1-2]" in output(c, job)
+    shown = c.cli("show", job).stdout
+    assert "NumNodes = 3" in shown and "NodeRange = 2-5" in shown, shown
+    record = c.show(job)
+    assert (record["nodes_requested"], record["max_nodes"], len(record["nodes"])) == (2, 5, 3)
+    job = c.submit("-p", "debug", "-N", "1-3", "--wrap", 'echo "nodes=$SLURM_JOB_NUM_NODES"')
+    assert c.wait(job)["state"] == "COMPLETED" and "nodes=2" in output(c, job)
+    later = c.submit("-N", "2-5", "--begin", "now+1hour", "--wrap", "true")
+    row = next(line for line in c.cli("queue").stdout.splitlines() if line.split()[0] == str(later))
+    assert row.split()[5] == "2-5", row
+    c.cli("cancel", later)
+    refused = c.cli("submit", "-N", "4-5", "--wrap", "true", check=False)
+    assert refused.returncode != 0 and "job needs 4 nodes; the cluster has 3" in refused.stderr, refused.stderr

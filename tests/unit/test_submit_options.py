@@ -39,11 +39,11 @@ def test_an_option_minihpc_cannot_honour_is_refused_and_advisory_ones_are_accept
     """issue 37: a job must not land where it did not ask to; mail and account change nothing."""
     header = parse_header("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --mem=4G --mail-type=END\n#SBATCH --account a1\n"
                           "#SBATCH -A a2\n#SBATCH --exclusive\n#SBATCH --mail-user me@x\nsrun x\n")
-    assert header.options.nodes == 2 and header.options.mem == "4G" and header.warnings == []
+    assert header.options.nodes == "2" and header.options.mem == "4G" and header.warnings == []
     for line in ("#SBATCH --qos high", "#SBATCH --reservation=r1", "#SBATCH --licenses=x:1"):
         with pytest.raises(UsageError, match=f"{line}: not an option minihpc supports"):
             parse_header(f"#!/bin/bash\n{line}\n")
-    with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid int value: 'two'"):
+    with pytest.raises(UsageError, match="#SBATCH: argument -N/--nodes: invalid --nodes 'two': expected a number"):
         parse_header("#SBATCH --nodes=two\n")  # a wrong value is an error
     with pytest.raises(UsageError, match="#MINIHPC --qos high: not an option"):
         parse_header("#MINIHPC --qos high\n")

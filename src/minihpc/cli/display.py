@@ -48,7 +48,7 @@ def queue_rows(jobs: list[Job], now: float) -> list[list[str]]:
     jobs, names = collapse_pending(jobs)
     return [
         [names.get(j.id, j.array_name), j.name[:20], j.user[:10], j.state.code, format_duration(elapsed(j, now)),
-         str(len(j.nodes) or j.nodes_requested), _nodelist_or_reason(j)]
+         str(len(j.nodes) or j.node_range), _nodelist_or_reason(j)]
         for j in jobs
     ]
 
@@ -68,7 +68,8 @@ def show_lines(job: Job) -> list[str]:
         ("JobId", job.id), ("ArrayJobId", job.array_job_id), ("ArrayTaskId", job.array_task_id),
         ("JobName", job.name), ("UserId", job.user), ("JobState", job.state.value),
         ("Reason", job.reason), ("ExitCode", format_exit(job.exit_code, job.signal)),
-        ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", job.nodes_requested),
+        ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", len(job.nodes) or job.node_range),
+        ("NodeRange", job.node_range if job.max_nodes else None),
         ("NtasksPerNode", job.tasks_per_node), ("NodeList", ",".join(job.nodes) or "(null)"),
         ("TimeLimit", format_duration(job.time_limit)), ("Requeues", job.requeues),
         ("Dependency", dependencies.to_text(job.dependency)),
@@ -77,7 +78,7 @@ def show_lines(job: Job) -> list[str]:
         ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"), ("WorkDir", job.workdir),
     ]
     return [f"{key:>14} = {value}" for key, value in rows
-            if key not in ("ArrayJobId", "ArrayTaskId") or value is not None]
+            if key not in ("ArrayJobId", "ArrayTaskId", "NodeRange") or value is not None]
 
 
 HISTORY_HEADERS = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]

@@ -21,7 +21,7 @@ from minihpc.core.arrays import parse_array
 from minihpc.core.environment import parse_export
 from minihpc.core.features import check_constraint
 from minihpc.core.output_names import check_pattern
-from minihpc.core.parsing import expand_hostlist, header_lines, parse_time_limit
+from minihpc.core.parsing import expand_hostlist, header_lines, parse_node_range, parse_time_limit
 from minihpc.core.requirements import parse_gres, parse_mem
 from minihpc.core.signals import parse_warn_signal
 from minihpc.core.slurm_filters import parse_slurm_time
@@ -48,9 +48,19 @@ class HeaderParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def node_range(text: str) -> str:
+    """``-N``'s value, checked where it is given (a header line, a flag), kept as given."""
+    try:
+        parse_node_range(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_job_options(p: argparse.ArgumentParser) -> None:
     """The options of ``submit`` and of header lines (every default None: unset)."""
-    p.add_argument("-N", "--nodes", type=int, default=None, help="nodes to run on (default 1)")
+    p.add_argument("-N", "--nodes", type=node_range, default=None, metavar="N|MIN-MAX",
+                   help="nodes to run on (default 1); a range MIN-MAX starts once MIN are free, on up to MAX")
     p.add_argument("-n", "--ntasks", type=int, default=None,
                    help="ranks in all (spread evenly over the nodes; default: --ntasks-per-node on each)")
     p.add_argument("--ntasks-per-node", type=int, default=None, help="ranks per node (default 1)")
@@ -158,7 +168,12 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         return default if value is None else value
 
     nodelist = expand_hostlist(pick("nodelist")) if pick("nodelist") else []
-    nodes = int(pick("nodes", max(1, len(nodelist))))
+    nodes, most = parse_node_range(pick("nodes", max(1, len(nodelist))))
+    if most > nodes:
+        given_total = [o for o, name in (("--ntasks", "ntasks"), ("--gpus", "gpus")) if pick(name) is not None]
+        if given_total:
+            raise UsageError(f"{given_total[0]} with a node range (-N {nodes}-{most}): give it per node "
+                             f"(--ntasks-per-node, --gpus-per-node), as every node gets the same share")
     tpn = tasks_per_node(nodes, pick("ntasks"), pick("ntasks_per_node"))
     progress_timeout, dependency = pick("progress_timeout"), pick("dependency")
     return Request(
@@ -166,6 +181,7 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         text=text,
         args=list(args),
         nodes=nodes,
+        max_nodes=most if most > nodes else 0,
         tasks_per_node=tpn,
         priority=Priority(pick("priority", Priority.NORMAL.value)),
         time_limit=parse_time_limit(pick("time", "UNLIMITED")),

@@ -27,7 +27,8 @@ from minihpc.state.store import Store
 class Request:
     script: str
     args: list[str] = field(default_factory=list)
-    nodes: int = 1
+    nodes: int = 1  # the least, for a range
+    max_nodes: int = 0  # -N MIN-MAX: the most; 0: exactly ``nodes``
     tasks_per_node: int = 1
     priority: Priority = Priority.NORMAL
     time_limit: float | None = None
@@ -190,6 +191,7 @@ def requested(request: Request, **where) -> Job:
         user=request.user or login_name(),
         args=list(request.args),
         nodes_requested=request.nodes,
+        max_nodes=request.max_nodes,
         tasks_per_node=request.tasks_per_node,
         priority=request.priority,
         time_limit=request.time_limit,

@@ -201,7 +201,7 @@ def apply_update(job: Job, update: Update, admin: bool, capacity: int) -> Job:
         if update.nodes > capacity:
             raise UsageError(f"job {job.id} would need {update.nodes} node{'s' if update.nodes != 1 else ''}; "
                              f"the cluster has {capacity}")
-        changed = dataclasses.replace(changed, nodes_requested=update.nodes)
+        changed = dataclasses.replace(changed, nodes_requested=update.nodes, max_nodes=0)
     return changed
 
 

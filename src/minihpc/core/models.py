@@ -129,7 +129,8 @@ class Job:
     script_source: str  # the path the user submitted
     script_sha256: str
     args: list[str] = field(default_factory=list)
-    nodes_requested: int = 1
+    nodes_requested: int = 1  # -N: nodes it needs (a range's minimum)
+    max_nodes: int = 0  # -N MIN-MAX: most nodes it may start on (Slurm's range), 0 : exactly nodes_requested
     tasks_per_node: int = 1
     priority: Priority = Priority.NORMAL
     time_limit: float | None = None  # seconds; None is unlimited
@@ -175,7 +176,7 @@ class Job:
 
     _LISTS = ("args", "dependency", "nodes", "nodelist", "exclude")
     _DICTS = ("environment",)
-    _INTS = ("id", "nodes_requested", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
+    _INTS = ("id", "nodes_requested", "max_nodes", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
              "gpus", "gpus_per_task", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
     _BOOLS = ("requeue", "cold", "stdin")
@@ -189,6 +190,12 @@ class Job:
     def array_name(self) -> str:
         """The id users see: ``123_4`` for task 4 of array 123, else the job id."""
         return str(self.id) if self.array_job_id is None else f"{self.array_job_id}_{self.array_task_id}"
+
+    @property
+    def node_range(self) -> str:
+        """-N as given: ``3``, or ``2-4`` for a range."""
+        top = max(self.max_nodes, self.nodes_requested)
+        return str(top) if top == self.nodes_requested else f"{self.nodes_requested}-{top}"
 
     @property
     def held(self) -> bool:

@@ -55,6 +55,21 @@ def _parse_time(raw: str) -> float | None:
     return days * 86400 + hours * 3600 + minutes * 60 + secs
 
 
+def parse_node_range(text: str | int) -> tuple[int, int]:
+    """Slurm's ``-N MIN[-MAX]`` as (MIN, MAX): ``3`` is (3, 3), ``2-4`` is (2, 4)."""
+    raw = str(text).strip()
+    low, sep, high = raw.partition("-")
+    try:
+        first, last = int(low), int(high) if sep else int(low)
+    except ValueError:
+        raise UsageError(f"invalid --nodes {raw!r}: expected a number of nodes or a range MIN-MAX (2-4)") from None
+    if first < 1:
+        raise UsageError(f"--nodes must be at least 1, got {raw}")
+    if last < first:
+        raise UsageError(f"invalid --nodes {raw!r}: the most nodes ({last}) is less than the least ({first})")
+    return first, last
+
+
 def format_duration(seconds: float | None) -> str:
     """Slurm's elapsed-time style: M:SS, H:MM:SS, D-HH:MM:SS; UNLIMITED for None."""
     if seconds is None:

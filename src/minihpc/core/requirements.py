@@ -48,6 +48,7 @@ class Needs(Protocol):
     nodelist: list[str]
     exclude: list[str]
     constraint: str
+    max_nodes: int  # -N MIN-MAX: the most; 0: exactly the -N given
 
 
 def format_mem(count: int) -> str:
@@ -146,8 +147,9 @@ def _named_nodes(job: Needs, nodes_requested: int, partition: str, nodes: list[N
     both = sorted(set(job.nodelist) & set(job.exclude))
     if both:
         return f"{','.join(both)} is both required (-w) and excluded (-x)"
-    if len(job.nodelist) > nodes_requested:
-        return f"-w names {len(job.nodelist)} nodes, more than the job's {nodes_requested} (-N)"
+    most = max(job.max_nodes, nodes_requested)
+    if len(job.nodelist) > most:
+        return f"-w names {len(job.nodelist)} nodes, more than the job's {most} (-N)"
     for x in job.nodelist:
         if not partitions.contains(partition, x):
             return f"-w/--nodelist: {x} is not in partition {partition!r}"

@@ -256,14 +256,14 @@ def plan(
     someone_ahead_waits = False
     owners = same_owner_and_name([*pending, *running])
     candidates_of: dict[tuple, list[str]] = {}
+    started: list[tuple[int, Job, float, list[str]]] = []
 
     for job in queue_order(pending, running):
         why = own_wait(job, now, dependency_states, owners.get((job.user, job.name), ()), array_running)
         if why == "DependencyNeverSatisfied":
             result.cancels[job.id] = why
             continue
-        key = shape(job)
-        if key not in candidates_of:
+        if (key := shape(job)) not in candidates_of:
             candidates_of[key] = eligible(job, nodes, partitions, cpus_override)
         candidates = candidates_of[key]
         required = tuple(job.nodelist)
@@ -279,6 +279,7 @@ def plan(
         start = None if held else profile.earliest(job.nodes_requested, duration, candidates, required)
         if start == now:
             result.starts.append((job.id, profile.reserve(now, job.nodes_requested, duration, candidates, required)))
+            started.append((len(result.starts) - 1, job, duration, candidates))  # a range grows at the end
             if job.array_job_id is not None:
                 array_running[job.array_job_id] += 1
             continue
@@ -291,7 +292,22 @@ def plan(
             # No start can be promised (it waits on jobs without time limits): hold its
             # nodes from now on, so that only nodes it could never need go to others.
             profile.hold(job.nodes_requested, candidates, required)
+    grow(result, started, profile)
     return result
+
+
+def grow(result: Plan, started: list[tuple[int, Job, float, list[str]]], profile: Profile) -> None:
+    """Give the jobs of a ``-N MIN-MAX`` range among those that start now (``started``: where
+    each is in ``result.starts``, the job, its duration, the nodes it may have) more nodes, up
+    to their most, in queue order: only nodes free for as long as each may run once every other
+    job has had its start or its reservation, so a range never takes a node a job behind it
+    was promised (Slurm's node ranges, and issue 36's rule for elastic growth)."""
+    for at, job, duration, candidates in started:
+        job_id, chosen = result.starts[at]
+        if job.max_nodes > len(chosen):
+            others = [n for n in candidates if n not in chosen]
+            more = profile.reserve(profile.now, job.max_nodes - len(chosen), duration, others)
+            result.starts[at] = (job_id, chosen + more)
 
 
 def overdue(running: list[Job], now: float) -> list[int]:

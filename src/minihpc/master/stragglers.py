@@ -32,9 +32,9 @@ class StragglerWatch:
         self.judge(self.store.running_jobs())
 
     def judge(self, running: list[Job]) -> None:
-        watched = [job for job in running if job.nodes_requested > 1]
+        watched = [job for job in running if len(job.nodes) > 1]
         for job in watched:
-            series = self.store.series(job.id, last=straggler.WINDOW * job.nodes_requested)
+            series = self.store.series(job.id, last=straggler.WINDOW * len(job.nodes))
             for pace in straggler.stragglers(straggler.paces(series, job.attempts)):
                 key = (job.id, job.attempts, pace.rank)
                 if key in self.flagged:

@@ -216,9 +216,9 @@ class ClusterCollector:
         slow = GaugeMetricFamily("minihpc_job_rank_slowdown_ratio", "A rank's smoothed compute time per step "
                                  "over the median of the other ranks' (above 1.5: a straggler).", labels=labels)
         for job in running:
-            if job.nodes_requested < 2:
+            if len(job.nodes) < 2:
                 continue
-            series = self.store.series(job.id, last=straggler.WINDOW * job.nodes_requested)
+            series = self.store.series(job.id, last=straggler.WINDOW * len(job.nodes))
             for rank in straggler.paces(series, job.attempts):
                 values = [str(job.id), str(rank.rank), rank.node]
                 pace.add_metric(values, rank.seconds)
