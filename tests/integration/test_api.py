@@ -57,7 +57,7 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(api, cluster):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"nodes": "x"}, "argument -N/--nodes: invalid int value: 'x'"),
+    ({"nodes": "x"}, "argument -N/--nodes: invalid --nodes 'x': expected a number of nodes or a range MIN-MAX"),
     ({"nodes": 9}, "job needs 9 nodes; the cluster has 3"),
     ({"time": "soon"}, "soon"),
     ({"ntasks": 3, "nodes": 2}, "--ntasks 3 does not divide evenly over 2 nodes"),
