@@ -235,10 +235,11 @@ def test_a_submit_checked_against_recently_read_nodes_is_never_refused_by_a_stal
     script = tmp_path / "job.py"
     script.write_text("print(1)\n")
     recent = RecentNodes(max_age=3600)
-    assert [n.name for n in recent.read(store)] == ["n1"]
+    cluster, nodes = recent.read(store)
+    assert [n.name for n in nodes] == ["n1"] and cluster["spool_dir"] == str(tmp_path / "spool")
     store.register_node("n2", "n2", cpus=2, memory_bytes=2**30, ttl=30)
     job = submit(store, Request(script=str(script), nodes=2, user="u"), lambda: recent.read(store))
-    assert store.get_job(job.id).nodes_requested == 2 and len(recent.read(store)) == 1, "the cache itself stays"
+    assert store.get_job(job.id).nodes_requested == 2 and len(recent.read(store)[1]) == 1, "the cache itself stays"
     with pytest.raises(UsageError, match="3 node"):
         submit(store, Request(script=str(script), nodes=3, user="u"), lambda: recent.read(store))
 

@@ -70,7 +70,7 @@ def submission(fields: dict, text: str, who: Principal, store, recent=None) -> t
             raise UsageError(f"field 'args': {exc} in {args!r}") from None
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise UsageError("field 'args' must be a list of strings (or one string in a form)")
-    given = options.HeaderParser("POST /jobs").parse_args(options_argv(fields))
+    given = options.header_parser("POST /jobs").parse_args(options_argv(fields))
     header = options.parse_header(text)
     request = options.request(given, header, script=STDIN, text=text, args=args,
                               script_name=str(fields.get("script_name") or "script.py"))

@@ -7,6 +7,7 @@ here, so a header means the same from each.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,13 @@ class HeaderParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(f"{self.prog}: {message}")
+
+
+@functools.lru_cache(maxsize=16)
+def header_parser(prog: str) -> HeaderParser:
+    """One HeaderParser per ``prog``, made once: building one (forty options) cost the API more
+    than the rest of a submit's parsing. Parsing does not change a parser, so threads share it."""
+    return HeaderParser(prog)
 
 
 def node_range(text: str) -> str:
@@ -132,10 +140,9 @@ def parse_header(text: str) -> Header:
     """The options of the script's #MINIHPC and #SBATCH lines, later lines winning. An option
     minihpc cannot honour is an error that names it (a job must not land where it did not ask
     to), except the advisory ones (ADVISORY: mail, account...); a bad value is an error too."""
-    header = Header(HeaderParser("").parse_args([]))
+    header = Header(header_parser("").parse_args([]))
     for prefix, words in header_lines(text):
-        parser = HeaderParser(prefix)
-        _, unknown = parser.parse_known_args(words, namespace=header.options)
+        _, unknown = header_parser(prefix).parse_known_args(words, namespace=header.options)
         if unknown:
             raise UsageError(f"{prefix} {' '.join(unknown)}: not an option minihpc supports (it cannot honour it, "
                              "so the job is not queued; docs/slurm.md lists what is)")

@@ -221,23 +221,23 @@ def requested(request: Request, **where) -> Job:
 
 
 def checked(store: Store, request: Request, text: str, name: str,
-            recent: Callable[[], list[NodeStatus]] | None = None) -> tuple[dict[str, str], list[NodeStatus]]:
+            recent: Callable[[], tuple[dict[str, str], list[NodeStatus]]] | None = None,
+            ) -> tuple[dict[str, str], list[NodeStatus]]:
     """Every check a submit makes before it records anything (UsageError, one line, for the
-    first that fails); the cluster record and the nodes they read. ``recent``: the nodes as a
-    long-lived caller read them lately (state.nodes.RecentNodes); a request they refuse is
+    first that fails); the cluster record and the nodes they read. ``recent``: the cluster and
+    the nodes as a long-lived caller read them lately (state.nodes.RecentNodes); a request they refuse is
     checked again against the nodes as they are, so a stale read never refuses a job."""
     check_script(text, name)
     check_priority(request.priority, request.admin)
     check_size(request.args, request.name or name, request.environment, (request.output, request.error),
                len(request.array.indexes) if request.array else 1)
-    cluster = store.cluster_info()
-    nodes = (recent or store.node_statuses)()
+    cluster, nodes = recent() if recent else (store.cluster_info(), store.node_statuses())
     try:
         check_fit(request, cluster, nodes)
     except UsageError:
         if recent is None:
             raise
-        nodes = store.node_statuses()
+        cluster, nodes = store.cluster_info(), store.node_statuses()
         check_fit(request, cluster, nodes)
     check_cap(store, request, int(cluster.get("max_jobs_per_user") or 0))
     check_dependency(store, request.dependency)
@@ -260,7 +260,8 @@ def check_cap(store: Store, request: Request, cap: int) -> None:
     check_user_jobs(user, store.live_jobs(user, cap - adding + 1), adding, cap)
 
 
-def submit(store: Store, request: Request, recent: Callable[[], list[NodeStatus]] | None = None) -> Job:
+def submit(store: Store, request: Request,
+           recent: Callable[[], tuple[dict[str, str], list[NodeStatus]]] | None = None) -> Job:
     """Record the job; the script is copied now, so later edits do not change it. With
     ``request.array``, one job per index (client.arrays): the task whose id is the array's is
     returned. ``recent``: as :func:`checked` has it."""

@@ -253,23 +253,24 @@ def _launch_lists(store, node: str) -> tuple[str, str]:
 
 
 class RecentNodes:
-    """The nodes as read at most ``max_age`` seconds ago, for a long-lived reader that checks
-    many requests against them (the API's submits: each read of a thousand nodes took longer
-    than the rest of a submit). Only for checks whose refusal is then made on a fresh read
-    (client.submit.checked): a stale list may let through a job that then waits, never refuse
-    one. Threads may share it."""
+    """The cluster record and the nodes as read at most ``max_age`` seconds ago, for a
+    long-lived reader that checks many requests against them (the API's submits: each read of
+    a thousand nodes took longer than the rest of a submit). Only for checks whose refusal is
+    then made on a fresh read (client.submit.checked): a stale read may let through a job that
+    then waits, never refuse one. Threads may share it."""
 
     def __init__(self, max_age: float = 2.0, clock=time.monotonic):
         self.max_age, self.clock = max_age, clock
-        self._read: tuple[float, list[NodeStatus]] | None = None
+        self._read: tuple[float, dict[str, str], list[NodeStatus]] | None = None
         self._lock = threading.Lock()
 
-    def read(self, store) -> list[NodeStatus]:
+    def read(self, store) -> tuple[dict[str, str], list[NodeStatus]]:
+        """(the cluster record, the nodes)."""
         with self._lock:
             now = self.clock()
             if self._read is None or now - self._read[0] > self.max_age:
-                self._read = (now, store.node_statuses())
-            return self._read[1]
+                self._read = (now, store.cluster_info(), store.node_statuses())
+            return self._read[1], self._read[2]
 
 
 def _read_node(pipe, name: str) -> None:
