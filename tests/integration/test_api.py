@@ -263,6 +263,15 @@ def test_priority_high_is_an_admins_to_give(api, idle_cluster):
     api.call("POST", f"/jobs/{job_id}/cancel", api.admin)
 
 
+def test_a_node_range_is_taken_as_sbatch_takes_it(api, idle_cluster):
+    job_id = api.submit(api.admin, "print('hi')\n", nodes="2-5", begin="now+1hour")
+    record = api.call("GET", f"/jobs/{job_id}", api.admin).json()
+    assert (record["nodes_requested"], record["max_nodes"], record["state"]) == (2, 5, "PENDING")
+    api.call("POST", f"/jobs/{job_id}/cancel", api.admin)
+    r = api.call("POST", "/jobs", api.admin, json={"script": "print('hi')\n", "nodes": "2-5", "ntasks": 4})
+    assert r.status_code == 400 and "--ntasks with a node range (-N 2-5)" in r.json()["error"], r.text
+
+
 def test_reading_is_owned_another_users_job_shows_as_squeue_shows_it(api, cluster, idle_cluster):
     """Issue 33 (Slurm's PrivateData=jobs): bob sees alice's job in the list, the queue and by
     id -- its id, user, state and nodes -- but not its args, environment or results, and not

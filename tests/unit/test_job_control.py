@@ -88,7 +88,8 @@ def test_parse_update_takes_keys_in_any_case_and_order():
     """scontrol(1): update "SPECIFICATION is in the same format as the Slurm configuration
     file and the output of the show command" -- Key=Value words, keys case-insensitive."""
     assert parse_update(["TimeLimit=10", "jobid=5", "PRIORITY=High", "numnodes=2"]) == Update(
-        5, TimeChange("=", 600.0), Priority.HIGH, 2)
+        5, TimeChange("=", 600.0), Priority.HIGH, (2, 2))
+    assert parse_update(["JobId=5", "NumNodes=2-4"]).nodes == (2, 4)
     assert parse_update(["JobId=5", "TimeLimit=UNLIMITED"]).time_limit == TimeChange("=", None)
     assert parse_update(["JobId=5", "TimeLimit+=30"]).time_limit == TimeChange("+", 1800.0)
     assert parse_update(["JobId=5", "timelimit-=0:30"]).time_limit == TimeChange("-", 30.0)
@@ -100,7 +101,7 @@ def test_parse_update_takes_keys_in_any_case_and_order():
         (["JobId=5", "Partition=gpu"], "unknown update key 'Partition' (in 'Partition=gpu')"),
         (["JobId=5", "Priority=100"], "priorities are names, not numbers: high, normal, low"),
         (["JobId=5", "Priority=urgent"], "priorities are high, normal, low"),
-        (["JobId=5", "NumNodes=2-3"], "a node range is not supported"),
+        (["JobId=5", "NumNodes=3-2"], "NumNodes must be a positive number or a range MIN-MAX"),
         (["JobId=5", "NumNodes=0"], "NumNodes must be a positive number"),
         (["JobId=5", "TimeLimit=soon"], "invalid time limit 'soon'"),
         (["JobId=5", "TimeLimit+=UNLIMITED"], "UNLIMITED cannot be added"),
@@ -145,14 +146,17 @@ def test_time_limit_plus_and_minus():
 
 
 def test_priority_and_num_nodes_only_while_pending_and_within_the_cluster():
-    after = apply_update(job(), Update(1, priority=Priority.LOW, nodes=3), False, 3)
+    after = apply_update(job(), Update(1, priority=Priority.LOW, nodes=(3, 3)), False, 3)
     assert (after.priority, after.nodes_requested) == (Priority.LOW, 3)
     with pytest.raises(Conflict, match="job 1 is RUNNING; only a pending job can be given another Priority"):
         apply_update(job(JobState.RUNNING), Update(1, priority=Priority.HIGH), True, 3)
     with pytest.raises(Conflict, match="only a pending job can be given another NumNodes"):
-        apply_update(job(JobState.RUNNING), Update(1, nodes=1), True, 3)
+        apply_update(job(JobState.RUNNING), Update(1, nodes=(1, 1)), True, 3)
     with pytest.raises(UsageError, match="job 1 would need 4 nodes; the cluster has 3"):
-        apply_update(job(), Update(1, nodes=4), True, 3)
+        apply_update(job(), Update(1, nodes=(4, 4)), True, 3)
+    ranged = apply_update(job(), Update(1, nodes=(2, 5)), False, 3)  # the most may be more than there are
+    assert (ranged.nodes_requested, ranged.max_nodes, ranged.node_range) == (2, 5, "2-5")
+    assert apply_update(ranged, Update(1, nodes=(3, 3)), False, 3).max_nodes == 0, "a number ends the range"
 
 
 @pytest.mark.parametrize("state", ENDED)

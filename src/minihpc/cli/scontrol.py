@@ -213,7 +213,7 @@ def add_parsers(sub) -> None:
         a = actions.add_parser(action, help=text)
         a.add_argument("ids", nargs="+", metavar="ID", help="job ids, space- or comma-separated")
         a.set_defaults(func=cmd_change)
-    u = actions.add_parser("update", help="JobId=ID [TimeLimit=T] [Priority=low|normal|high] [NumNodes=N] | "
+    u = actions.add_parser("update", help="JobId=ID [TimeLimit=T] [Priority=low|normal|high] [NumNodes=N|MIN-MAX] | "
                                           "NodeName=LIST State=DRAIN|RESUME|UNDRAIN [Reason=TEXT]")
     u.add_argument("words", nargs="+", metavar="KEY=VALUE")
     u.set_defaults(func=cmd_update)

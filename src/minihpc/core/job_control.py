@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from minihpc.core.errors import Conflict, Forbidden, UsageError
 from minihpc.core.models import Job, JobState, Priority
-from minihpc.core.parsing import format_duration, parse_time_limit
+from minihpc.core.parsing import format_duration, parse_node_range, parse_time_limit
 
 HELD_REASON = "JobHeldUser"
 """Slurm's reason for a job its user holds."""
@@ -87,7 +87,7 @@ class Update:
     job_id: int
     time_limit: TimeChange | None = None
     priority: Priority | None = None
-    nodes: int | None = None
+    nodes: tuple[int, int] | None = None  # NumNodes=N or MIN-MAX, as (least, most)
 
 
 def parse_update(words: list[str]) -> Update:
@@ -118,10 +118,14 @@ def _update_key(key: str, word: str) -> str:
 
 
 def _update_value(name: str, op: str, value: str, word: str):
-    if name == "JobId" or name == "NumNodes":
+    if name == "NumNodes":
+        try:
+            return parse_node_range(value)
+        except UsageError:
+            raise UsageError(f"invalid {word!r}: NumNodes must be a positive number or a range MIN-MAX") from None
+    if name == "JobId":
         if not value.isdigit() or int(value) < 1:
-            extra = "; a node range is not supported" if name == "NumNodes" and "-" in value else ""
-            raise UsageError(f"invalid {word!r}: {name} must be a positive number{extra}")
+            raise UsageError(f"invalid {word!r}: {name} must be a positive number")
         return int(value)
     if name == "Priority":
         names = ", ".join(p.value for p in Priority)
@@ -198,10 +202,11 @@ def apply_update(job: Job, update: Update, admin: bool, capacity: int) -> Job:
         changed = dataclasses.replace(changed, priority=update.priority)
     if update.nodes is not None:
         _must_be_pending(job, "given another NumNodes")
-        if update.nodes > capacity:
-            raise UsageError(f"job {job.id} would need {update.nodes} node{'s' if update.nodes != 1 else ''}; "
+        least, most = update.nodes
+        if least > capacity:
+            raise UsageError(f"job {job.id} would need {least} node{'s' if least != 1 else ''}; "
                              f"the cluster has {capacity}")
-        changed = dataclasses.replace(changed, nodes_requested=update.nodes, max_nodes=0)
+        changed = dataclasses.replace(changed, nodes_requested=least, max_nodes=most if most > least else 0)
     return changed
 
 
