@@ -1,11 +1,12 @@
 """Shared test helpers: a polling wait, a free port, and whether a Docker engine answers."""
 
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
+
+from minihpc.machine import ports
 
 
 def wait_until(predicate, timeout=30.0, interval=0.05, message="condition"):
@@ -21,9 +22,10 @@ def wait_until(predicate, timeout=30.0, interval=0.05, message="condition"):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a server a test starts a moment later: outside the kernel's range for bind(0)
+    and outgoing connections, so no node exporter (which binds port 0) takes it meanwhile (a CI
+    run lost its API's port to one)."""
+    return ports.free_listen_port()
 
 
 def docker_answers() -> bool:

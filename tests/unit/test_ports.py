@@ -26,3 +26,25 @@ def test_a_taken_port_is_never_given(monkeypatch):
         assert ports.free_listen_port(tries=3) != port  # every try taken: the kernel's choice
     finally:
         taken.close()
+
+
+def test_a_port_is_a_processs_own_only_while_it_listens_there_itself():
+    """`up --local` waits for the API's own socket: a port in use by another process (one that
+    took it before the API could bind it) is not the API started."""
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as mine:
+        mine.bind(("127.0.0.1", 0))
+        mine.listen()
+        port = mine.getsockname()[1]
+        assert ports.listens(os.getpid(), port)
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert not ports.listens(other.pid, port), "in use, but not by that process"
+        finally:
+            other.kill()
+            other.wait()
+        assert not ports.listens(other.pid, port), "a process gone listens nowhere"
+    assert not ports.listens(os.getpid(), port), "closed"

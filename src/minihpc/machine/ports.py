@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import socket
 
+import psutil
+
 
 def free_port() -> int:
     """A TCP port free on this host right now (the kernel's choice)."""
@@ -17,6 +19,19 @@ def in_use(port: int, host: str = "127.0.0.1") -> bool:
     """Whether something listens on ``host:port``."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         return sock.connect_ex((host, port)) == 0
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself (alive, not a zombie) listens on TCP ``port``: a port
+    found in use may be another process's, which took it before ``pid`` could bind it."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        sockets = (getattr(process, "net_connections", None) or process.connections)(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == port for s in sockets)
 
 
 def _ephemeral() -> tuple[int, int]:

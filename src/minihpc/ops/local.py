@@ -240,10 +240,13 @@ def start_api(store: Store, state: LocalState, port: int, log=print, alert_token
     """Wait for the API, make an admin token for the user who started the cluster, and say
     where the page is; the token is kept in STATE_DIR/api.json (mode 0600), with the token an
     Alertmanager posts its notifications to ``/alerts`` with."""
-    deadline = time.time() + API_START
-    while not ports.in_use(port):
-        if time.time() > deadline or not psutil.pid_exists(state.pids()["api"]):
+    deadline, pid = time.time() + API_START, state.pids()["api"]
+    while not ports.listens(pid, port):
+        if time.time() > deadline or not _alive(pid):
+            taken = ports.in_use(port)  # by another process, which bound it between the check and the API
             down(state.root)
+            if taken:
+                raise UsageError(f"port {port} on 127.0.0.1 is already in use; choose another with --api-port (0: no API)")
             raise UsageError(f"the API did not start on port {port}; see {state.log('api')}")
         time.sleep(0.1)
     user = login_name()
@@ -253,6 +256,14 @@ def start_api(store: Store, state: LocalState, port: int, log=print, alert_token
     state.save_api(url, token, alert_token)
     log(f"web page and REST API: {url} (admin token for {user} in {state.api_file}; "
         f"more with 'minihpc token create USER')")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a child that exited stays a zombie until ``up`` ends)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _wait_for_redis(url: str, pids: dict[str, int], state: LocalState) -> redis.Redis:
