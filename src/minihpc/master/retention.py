@@ -24,6 +24,9 @@ worked off over several passes instead of stalling scheduling."""
 PRUNE_INTERVAL = 60.0
 """Seconds between two passes when the last one had nothing left over."""
 
+LEFT_INTERVAL = 5.0
+"""Seconds between two looks at the folders forgotten jobs left (keys.FILES_LEFT)."""
+
 PRUNE_BACKLOG_INTERVAL = 5.0
 """Seconds to the next pass while a backlog remains (the last pass forgot a full batch)."""
 

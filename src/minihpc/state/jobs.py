@@ -288,11 +288,8 @@ class JobRecords:
 
     def leave_files(self, job_id: int) -> None:
         """Job ``job_id`` is forgotten but some of its folders are not removed: the master's
-        (woken to remove them)."""
-        with self.r.pipeline() as pipe:
-            pipe.sadd(keys.FILES_LEFT, job_id)
-            pipe.rpush(keys.EVENTS, f"files left {job_id}")
-            pipe.execute()
+        (master.retention.LEFT_INTERVAL)."""
+        self.r.sadd(keys.FILES_LEFT, job_id)
 
     def take_left_files(self, count: int) -> list[int]:
         """Up to ``count`` ids :meth:`leave_files` named, taken out of the set."""

@@ -123,7 +123,7 @@ far past the cap."""
 FILES_LEFT = "minihpc:files:left"
 """Set: ids of forgotten jobs whose spool or log folder the one who forgot them could not remove
 (the API, a uid of its own on hosts Ansible provisioned, cannot remove a folder a node handed to
-the job's group): the master removes them at its next retention pass."""
+the job's group): the master removes them within master.retention.LEFT_INTERVAL (5 s)."""
 
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
