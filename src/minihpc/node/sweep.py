@@ -69,10 +69,11 @@ def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR, whole_uid: bool = 
     deadline = time.monotonic() + sweep_for
     quiet = 0
     listing = of_uid if whole_uid else (lambda u: [p.pid for p in strays(u)])
+    reached = False  # a kill(-1) signalled someone: at least one, should every listing miss it
     while quiet < 2:
         if whole_uid:
             found.update(of_uid(uid))  # counted for the job's log; kill(-1) does not say how many
-            _kill_every_process_of(uid)
+            reached = _kill_every_process_of(uid) or reached
         else:
             _kill_each(strays(uid), found)
         _reap_mine(uid)
@@ -83,7 +84,9 @@ def end(uid: int, grace: float, sweep_for: float = SWEEP_FOR, whole_uid: bool = 
             log.error("uid %d: process(es) still alive after %.0f s of kills", uid, sweep_for)
             break
         time.sleep(QUIET_GAP)
-    return len(found)
+    # A process that re-forks all the time is a new pid at each listing, which may miss it
+    # every time; the kill(-1) that ended it still counts it.
+    return len(found) or int(reached)
 
 
 def _kill_each(procs: list[psutil.Process], found: set[int]) -> None:
@@ -99,23 +102,28 @@ QUIET_GAP = 0.02
 """Seconds between the kills and listings that end a sweep."""
 
 
-def _kill_every_process_of(uid: int) -> None:
+def _kill_every_process_of(uid: int) -> bool:
     """SIGKILL every process of ``uid`` at once, from a child that becomes ``uid`` and calls
     kill(-1): the kernel signals them all in one pass, and a fork under way when it comes fails
     (a fatal signal is pending), so no re-forking process outruns it. It reaches the uid's
     processes outside this agent's tree too: on a node of its own (a container, a host) those
     are only the job's; in local mode with one job user for several nodes, another node's job
-    of that user would go as well (docs/security.md)."""
+    of that user would go as well (docs/security.md). Whether it signalled any process."""
     if uid == 0:
-        return
+        return False
     pid = os.fork()
-    if pid == 0:  # the child: nothing but system calls, then out
+    if pid == 0:  # the child: nothing but system calls, then out (0: it signalled some)
+        code = 2
         try:
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
+            code = 0
+        except ProcessLookupError:  # none to signal
+            code = 1
         finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _reap_mine(uid: int) -> None:
