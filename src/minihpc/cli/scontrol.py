@@ -113,6 +113,7 @@ def _files(job: Job, log_dir: str) -> tuple[str, str]:
 def job_lines(job: Job, now: float, stdout: str, stderr: str | None = None) -> list[str]:
     """The job in scontrol's ``Key=Value`` layout, one list item per output line."""
     pending = job.state is JobState.PENDING
+    got = 0 if pending else len(job.nodes)  # the nodes it has or had (a pending one: none yet)
     end = job.ended_at
     if end is None and job.state is JobState.RUNNING and job.time_limit is not None and job.started_at:
         end = job.started_at + job.time_limit  # as Slurm: when its limit ends it
@@ -129,8 +130,7 @@ def job_lines(job: Job, now: float, stdout: str, stderr: str | None = None) -> l
         [("SubmitTime", timestamp(job.submitted_at))],
         [("StartTime", timestamp(job.started_at)), ("EndTime", timestamp(end))],
         [("NodeList", "(null)" if pending else compress_hostlist(job.nodes) or "(null)")],
-        [("NumNodes", len(job.nodes) if job.nodes and not pending else job.node_range),
-         ("NumTasks", (len(job.nodes) if job.nodes and not pending else job.nodes_requested) * job.tasks_per_node),
+        [("NumNodes", got or job.node_range), ("NumTasks", (got or job.nodes_requested) * job.tasks_per_node),
          ("NtasksPerN:B:S:C", f"{job.tasks_per_node}:0:*:*")],
         [("Command", " ".join([job.script_source, *job.args]))],
         [("WorkDir", job.workdir)],

@@ -176,8 +176,8 @@ class Job:
 
     _LISTS = ("args", "dependency", "nodes", "nodelist", "exclude")
     _DICTS = ("environment",)
-    _INTS = ("id", "nodes_requested", "max_nodes", "tasks_per_node", "attempts", "requeues", "cpus_per_task", "mem_bytes",
-             "gpus", "gpus_per_task", "array_limit")
+    _INTS = ("id", "nodes_requested", "max_nodes", "tasks_per_node", "attempts", "requeues", "cpus_per_task",
+             "mem_bytes", "gpus", "gpus_per_task", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
     _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
@@ -256,6 +256,7 @@ class Job:
         out["state_code"] = self.state.code
         out["priority"] = self.priority.value
         out["held"] = self.held
+        out["node_range"] = self.node_range
         out["environment"] = sorted(self.environment)  # names only: values may be secrets
         return out
 

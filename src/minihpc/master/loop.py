@@ -303,14 +303,15 @@ class Master:
 
     def housekeeping(self, now: float) -> None:
         """Retention's two passes, each when due: the folders of forgotten jobs their forgetter
-        left (every LEFT_INTERVAL: one more command each loop halved the short jobs started
-        per second at 1,000 nodes), then old ended jobs. A pass that fails waits as long."""
+        left (every LEFT_INTERVAL, not at each turn of the loop, which turns with every wake-up),
+        then old ended jobs. A pass that fails waits as long."""
         if now >= self.next_left:
             self.next_left = now + retention.LEFT_INTERVAL
             retention.remove_left_files(self.store)
         if now >= self.next_prune:
             self.next_prune = now + retention.PRUNE_INTERVAL
-            self.next_prune = retention.forget_ended(self.store, self.settings, now, lambda: self.pending.read(self.store))
+            self.next_prune = retention.forget_ended(self.store, self.settings, now,
+                                                     lambda: self.pending.read(self.store))
 
     def wait(self) -> None:
         """Until the next event or pass, noticing an outage (or a late answer) meanwhile."""

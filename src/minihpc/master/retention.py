@@ -50,11 +50,9 @@ def forget_ended(store: Store, settings: Settings, now: float,
     chosen = retention.to_forget(oldest, now, keep_jobs, keep_days, needed, total=total, limit=PRUNE_BATCH)
     if not chosen:
         return now + PRUNE_INTERVAL
-    try:
-        cluster = store.cluster_info()
-    except ClusterUnavailable:
+    roots = _job_folder_roots(store)
+    if roots is None:
         return now + PRUNE_INTERVAL  # no layout yet: forgetting now would leave the folders behind
-    roots = (cluster.get("spool_dir"), cluster.get("log_dir"))
     forgotten = 0
     for job_id in chosen:
         if store.forget_ended(job_id):
@@ -73,14 +71,22 @@ def remove_left_files(store: Store) -> int:
     left = store.take_left_files(PRUNE_BATCH)
     if not left:
         return 0
-    try:
-        cluster = store.cluster_info()
-    except ClusterUnavailable:
+    roots = _job_folder_roots(store)
+    if roots is None:
         for job_id in left:  # no layout yet: kept for a later pass
             store.leave_files(job_id)
         return 0
-    roots = (cluster.get("spool_dir"), cluster.get("log_dir"))
     gone = [job_id for job_id in left if not files.remove_job_dirs(roots, job_id)]
     log.info("master: removed the folders of %s forgotten job(s)%s", len(gone),
              f"; {len(left) - len(gone)} still hold files the master cannot remove" if len(gone) < len(left) else "")
     return len(gone)
+
+
+def _job_folder_roots(store: Store) -> tuple[str | None, str | None] | None:
+    """The spool and the log folder of the cluster's layout, where each job has a folder; None
+    before the layout is published."""
+    try:
+        cluster = store.cluster_info()
+    except ClusterUnavailable:
+        return None
+    return cluster.get("spool_dir"), cluster.get("log_dir")

@@ -121,8 +121,7 @@ async function fresh(key, fetcher, render) {
   }
 }
 
-const nodeCount = (j) => String((j.nodes && j.nodes.length ? j.nodes.length
-  : (j.max_nodes > j.nodes_requested ? `${j.nodes_requested}-${j.max_nodes}` : j.nodes_requested)) ?? '');
+const nodeCount = (j) => String((j.nodes && j.nodes.length ? j.nodes.length : j.node_range ?? j.nodes_requested) ?? '');
 const whereOf = (j) => (j.nodes && j.nodes.length ? j.nodes.join(',') : `(${j.reason ?? 'None'})`);
 
 /** A row of /queue or /history: one job, or an array's tasks as one (row_id 2017_[3-1000%4]). */

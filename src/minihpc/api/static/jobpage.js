@@ -20,7 +20,7 @@ function renderJob(j) {
   const fields = [
     ['state', j.state], ['exit', j.exit], ['reason', j.reason ?? 'None'], ['user', j.user],
     ['priority', j.priority], ['nodes', j.nodes && j.nodes.length ? j.nodes.join(',') : '-'],
-    ['requested', `${j.max_nodes > j.nodes_requested ? `${j.nodes_requested}-${j.max_nodes}` : j.nodes_requested} node(s) × ${j.tasks_per_node} task(s)`],
+    ['requested', `${j.node_range ?? j.nodes_requested} node(s) × ${j.tasks_per_node} task(s)`],
     ['attempts', String(j.attempts)], ['requeues', String(j.requeues)],
     ['submitted', fmtDateTime(j.submitted_at)], ['started', fmtDateTime(j.started_at)],
     ['ended', fmtDateTime(j.ended_at)], ['elapsed', fmtElapsed(j.elapsed)], ['time limit', fmtLimit(j.time_limit)],
