@@ -15,7 +15,7 @@ from minihpc.core.models import Job
 
 PRIVATE = frozenset({
     "script", "script_source", "script_sha256", "args", "workdir", "submit_dir", "output", "error",
-    "environment", "warn_signal", "stdin",
+    "environment", "environment_id", "warn_signal", "stdin",
 })
 """A job's fields only its owner and admins read; every other field is squeue's to show."""
 

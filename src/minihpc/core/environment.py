@@ -8,6 +8,8 @@ credentials; a variable named explicitly (``--export=ALL,PATH=/opt/bin``) is alw
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 from minihpc.core.errors import UsageError
@@ -25,6 +27,9 @@ MACHINE_ENV = frozenset({
 _LEFT_OUT_PREFIXES = ("MINIHPC_", "SLURM_", "SLURMD_", "REDIS_", "GRAFANA_", "XDG_", "DBUS_", "CONDA_", "BASH_FUNC_")
 """minihpc's settings and credentials, the submitter's own job (a submit from inside a job), and
 the desktop session."""
+
+DIGEST_CHARS = 32
+"""Hex digits of SHA-256 that name a stored environment: 128 bits, no two ever the same."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FORMS = "ALL, NONE, or [ALL,]VAR[=value][,...]"
@@ -63,3 +68,12 @@ def parse_export(text: str | None, env: dict[str, str]) -> dict[str, str]:
         raise UsageError(f"--export would carry {size} bytes of variables, over {EXPORT_MAX}: "
                          "name the ones the job needs (--export=VAR,...) or use --export=NONE")
     return out
+
+
+def stored(env: dict[str, str]) -> tuple[str, str]:
+    """How ``env`` is kept apart from the jobs that carry it (state.environments): its digest
+    and its text, the same for the same variables in any order; ("", "") for none."""
+    if not env:
+        return "", ""
+    body = json.dumps(env, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:DIGEST_CHARS], body

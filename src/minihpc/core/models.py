@@ -143,6 +143,7 @@ class Job:
     output: str = ""  # -o: the output file's pattern (core.output_names), "" : the node logs only
     error: str = ""  # -e: the error file's pattern, "" : with the output
     environment: dict[str, str] = field(default_factory=dict)  # --export: variables set in the job
+    environment_id: str = ""  # its digest where it is stored apart (state.environments), else ""
     warn_signal: str = ""  # --signal: "[B:]SIG@SECS" (core.signals), "" : none
     begin_at: float | None = None  # --begin: not started before this time
     requeue: bool = True  # --requeue/--no-requeue: whether a node failure may send it back to the queue
@@ -182,6 +183,9 @@ class Job:
     _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
+    _STORED_APART = ("environment",)
+    """Kept in a record of its own once for every job that carries the same one (the record holds
+    ``environment_id``, its digest: state.environments); the record's own field is then empty."""
     _SHARED_STRS = ("name", "user", "script", "script_source", "script_sha256", "workdir", "partition", "reason",
                     "submit_dir", "launch", "constraint", "array_spec")
     """Text that an array's tasks (and a user's jobs) repeat: one copy in memory (sys.intern)."""
@@ -232,7 +236,9 @@ class Job:
         out: dict[str, str] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in self._LISTS or f.name in self._DICTS:
+            if f.name in self._STORED_APART and self.environment_id:
+                out[f.name] = ""
+            elif f.name in self._LISTS or f.name in self._DICTS:
                 out[f.name] = json.dumps(value)
             elif f.name in self._BOOLS:
                 out[f.name] = "1" if value else "0"
@@ -258,6 +264,7 @@ class Job:
         out["held"] = self.held
         out["node_range"] = self.node_range
         out["environment"] = sorted(self.environment)  # names only: values may be secrets
+        del out["environment_id"]  # a digest of those values: nobody's to see
         return out
 
 

@@ -77,6 +77,7 @@ def dispatcher(store, nodes: dict[str, NodeStatus], cluster: dict[str, str]):
         if job.user and job.user not in uids:
             uids[job.user] = store.user_uid(job.user)
         uid = uids.get(job.user) if job.user else None
+        store.with_environments([job])  # its record names it apart (state.environments)
         for spec in launch_specs(job, nodes, cluster, uid):
             node_queue(store, spec.node).enqueue_call(
                 LAUNCH_TASK,

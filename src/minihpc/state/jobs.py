@@ -12,7 +12,7 @@ from minihpc.core.arrays import array_state
 from minihpc.core.errors import ClusterUnavailable, NotFound
 from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
-from minihpc.state import keys
+from minihpc.state import environments, keys
 from minihpc.state.atomic import atomic
 from minihpc.state.connect import text, texts
 from minihpc.state.events import job_event, publish
@@ -69,6 +69,7 @@ class JobRecords:
         """Record new PENDING jobs in one transaction (an array's tasks all, or none), each
         array task in its array's index too."""
         with self.r.pipeline() as pipe:
+            environments.keep(pipe, jobs)
             for job in jobs:
                 write_job(pipe, job.id, job.to_record())
                 pipe.sadd(keys.JOBS_PENDING, job.id)
@@ -115,7 +116,7 @@ class JobRecords:
         raw = self.r.hgetall(keys.job(job_id))
         if not raw:
             raise NotFound(f"job {job_id} does not exist")
-        return Job.from_record(texts(raw))
+        return self.with_environments([Job.from_record(texts(raw))])[0]
 
     def job_settled(self, job_id: int) -> tuple[Job, bool]:
         """The job and whether it has ended for good, read together in one transaction. Read
@@ -127,11 +128,11 @@ class JobRecords:
             raw, undecided = pipe.execute()
         if not raw:
             raise NotFound(f"job {job_id} does not exist")
-        job = Job.from_record(texts(raw))
+        job = self.with_environments([Job.from_record(texts(raw))])[0]
         return job, job.ended_for_good(job.state is JobState.NODE_FAIL and bool(undecided))
 
     def get_jobs(self, ids: Iterable[int]) -> list[Job]:
-        return [Job.from_record(record) for _, record in self._records(ids)]
+        return self.with_environments([Job.from_record(record) for _, record in self._records(ids)])
 
     def _records(self, ids: Iterable[int]) -> list[tuple[int, dict[str, str]]]:
         """The decoded records of ``ids``, in that order, in one round trip; a job that does
@@ -279,12 +280,14 @@ class JobRecords:
         """Forget an ended job's record, results and telemetry (its files are the caller's)."""
         with self.r.pipeline() as pipe:
             pipe.delete(*_record_keys(job.id), *[keys.job_results(job.id, a) for a in range(1, job.attempts + 1)])
+            environments.let_go(pipe, job.environment_id)
             pipe.zrem(keys.JOBS_ENDED, job.id)
             if job.array_job_id is not None:
                 pipe.zrem(keys.array_tasks(job.array_job_id), job.id)
             pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
             note_change(pipe, job.id)
             pipe.execute()
+        self.drop_unused(job.environment_id)
 
     def leave_files(self, job_id: int) -> None:
         """Job ``job_id`` is forgotten but some of its folders are not removed: the master's
@@ -317,20 +320,26 @@ class JobRecords:
         are the caller's."""
 
         def body(pipe):
-            state, attempts, array = (text(v) for v in pipe.hmget(keys.job(job_id), "state", "attempts", "array_job_id"))
+            state, attempts, array, environment = (text(v) for v in pipe.hmget(
+                keys.job(job_id), "state", "attempts", "array_job_id", "environment_id"))
             if state in (JobState.PENDING.value, JobState.RUNNING.value):
                 return False
             results = range(1, int(attempts) + 1) if (attempts or "").isdigit() else ()
             pipe.multi()
             pipe.delete(*_record_keys(job_id), *[keys.job_results(job_id, a) for a in results])
+            environments.let_go(pipe, environment or "")
             pipe.zrem(keys.JOBS_ENDED, job_id)
             if array:
                 pipe.zrem(keys.array_tasks(array), job_id)
             pipe.incr(keys.JOBS_REVISION)  # a dependency on it is judged anew
             note_change(pipe, job_id)
-            return True
+            return environment or ""
 
-        return atomic(self.r, [keys.job(job_id)], body)
+        gone = atomic(self.r, [keys.job(job_id)], body)
+        if gone is False:
+            return False
+        self.drop_unused(gone)
+        return True
 
 
 def _record_keys(job_id: int) -> tuple[str, ...]:

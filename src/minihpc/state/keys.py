@@ -125,8 +125,17 @@ FILES_LEFT = "minihpc:files:left"
 (the API, a uid of its own on hosts Ansible provisioned, cannot remove a folder a node handed to
 the job's group): the master removes them within master.retention.LEFT_INTERVAL (5 s)."""
 
+ENVIRONMENT = "minihpc:env:{0}"
+"""Hash: one submitted environment (``--export``), {0} its digest (core.environment.stored):
+"data" -> its JSON, "refs" -> how many job records name it (``environment_id``); the last
+record forgotten takes it (state.environments)."""
+
 NODE_QUEUE = "minihpc-node-{0}"
 """rq queue name of node {0}: its agent is the only worker listening there."""
+
+
+def environment(digest: str) -> str:
+    return ENVIRONMENT.format(digest)
 
 
 def user_jobs(user: str) -> str:

@@ -9,7 +9,8 @@ read or change. Each concern lives in its own module; this class only joins them
 - :mod:`~minihpc.state.events` -- the master's wake-ups, the incident log, the live channel;
 - :mod:`~minihpc.state.tokens` -- who each API token names (hashed);
 - :mod:`~minihpc.state.steps` -- a batch job's srun steps: messages to its nodes, task ends;
-- :mod:`~minihpc.state.users` -- each user's cluster uid, for jobs run as their owners.
+- :mod:`~minihpc.state.users` -- each user's cluster uid, for jobs run as their owners;
+- :mod:`~minihpc.state.environments` -- submitted environments, each kept once.
 
 Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
 :func:`minihpc.state.connect.text`.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import redis
 
+from minihpc.state.environments import Environments
 from minihpc.state.events import Events
 from minihpc.state.jobs import JobRecords
 from minihpc.state.lifecycle import JobLifecycle
@@ -30,7 +32,8 @@ from minihpc.state.tokens import Tokens
 from minihpc.state.users import Users
 
 
-class Store(JobRecords, JobChanges, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users):
+class Store(JobRecords, JobChanges, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users,
+            Environments):
     def __init__(self, client: redis.Redis):
         self.r = client
         self._register_scripts()
