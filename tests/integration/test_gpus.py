@@ -18,8 +18,10 @@ SCRIPT = """\
 import os, torch
 env = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE",
                                       "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL")}
-print(f"rank={os.environ['RANK']} local={os.environ['LOCAL_RANK']} node={os.environ['SLURMD_NODENAME']} "
-      f"env={env!r} bad_fork={torch.cuda._is_in_bad_fork()}", flush=True)
+line = (f"rank={os.environ['RANK']} local={os.environ['LOCAL_RANK']} node={os.environ['SLURMD_NODENAME']} "
+        f"env={env!r} bad_fork={torch.cuda._is_in_bad_fork()}\\n")
+os.write(1, line.encode())  # one write: print() under PYTHONUNBUFFERED=1 writes the newline apart,
+                            # and two ranks' lines ran together ("bad_fork=Falserank=1 ...")
 """
 LINE = re.compile(r"rank=(\d+) local=(\d+) node=(\S+) env=(\{.*\}) bad_fork=(\w+)")
 CUDA_BUILD = hasattr(torch._C, "_cuda_getDeviceCount")

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from minihpc.core.models import (
@@ -74,3 +76,16 @@ def test_node_state_precedence():
     assert NodeStatus("n", "a", alive=True, job=3, drain_reason="x").state is NodeState.ALLOC
     assert NodeStatus("n", "a", alive=True, drain_reason="x").state is NodeState.DRAIN
     assert NodeStatus("n", "a", alive=True).state is NodeState.IDLE
+
+
+def test_a_compact_record_leaves_out_the_defaults_and_reads_back_the_same_job():
+    fresh = Job(7, "train", "alice", "s.sh", "s.sh", "x", environment={"A": "1"}, environment_id="ab" * 16)
+    record = fresh.to_record(compact=True)
+    assert {"id", "state", "attempts", "reason"} <= set(record), "what is read alone (HGET) is always there"
+    assert "exit_code" not in record and "held_by" not in record and "environment" not in record
+    assert len(record) < len(fresh.to_record()) / 2
+    assert Job.from_record(record) == dataclasses.replace(fresh, environment={})  # the environment is apart
+
+    ran = Job(8, "train", "bob", "s.sh", "s.sh", "x", nodes_requested=2, exit_code=3, signal="SIGKILL", cold=True,
+              state=JobState.FAILED, attempts=2, nodes=["a", "b"], dependency=["afterok:3"], time_limit=60.0)
+    assert Job.from_record(ran.to_record(compact=True)) == ran

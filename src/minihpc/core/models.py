@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
 
 
@@ -183,6 +183,8 @@ class Job:
     _BOOLS = ("requeue", "cold", "stdin")
     _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
+    _ALWAYS_STORED = ("id", "state", "attempts", "reason")
+    """Fields a compact record keeps even at their default: what is read alone (HGET)."""
     _STORED_APART = ("environment",)
     """Kept in a record of its own once for every job that carries the same one (the record holds
     ``environment_id``, its digest: state.environments); the record's own field is then empty."""
@@ -232,22 +234,16 @@ class Job:
         self.first_failure = None
         self.failing_since = None
 
-    def to_record(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in self._STORED_APART and self.environment_id:
-                out[f.name] = ""
-            elif f.name in self._LISTS or f.name in self._DICTS:
-                out[f.name] = json.dumps(value)
-            elif f.name in self._BOOLS:
-                out[f.name] = "1" if value else "0"
-            elif isinstance(value, Enum):
-                out[f.name] = value.value
-            elif value is None:
-                out[f.name] = ""
-            else:
-                out[f.name] = str(value)
+    def to_record(self, compact: bool = False) -> dict[str, str]:
+        """The job as stored, a text a field. ``compact``: without the fields that hold their
+        default (a new record: :meth:`from_record` reads a missing field as its default, and
+        half of a job's 50 fields are; an ended job kept in Redis is the smaller, issue 38)."""
+        out = {f.name: _field_text(f.name, getattr(self, f.name)) for f in fields(self)}
+        if self.environment_id:
+            out["environment"] = ""  # stored apart
+        if compact:
+            return {k: v for k, v in out.items()
+                    if k in self._ALWAYS_STORED or (v != _DEFAULT_TEXTS.get(k) and not (k in self._DICTS and v == ""))}
         return out
 
     @classmethod
@@ -290,6 +286,23 @@ def _decoder(name: str):
         return lambda v: v or None
     return sys.intern if name in Job._SHARED_STRS else str
 
+
+def _field_text(name: str, value) -> str:
+    """How a Job field's ``value`` is stored (the inverse of :func:`_decoder`)."""
+    if name in Job._LISTS or name in Job._DICTS:
+        return json.dumps(value)
+    if name in Job._BOOLS:
+        return "1" if value else "0"
+    if isinstance(value, Enum):
+        return value.value
+    return "" if value is None else str(value)
+
+
+_DEFAULT_TEXTS = {
+    f.name: _field_text(f.name, f.default if f.default is not MISSING else f.default_factory())
+    for f in fields(Job) if f.default is not MISSING or f.default_factory is not MISSING
+}
+"""Each Job field's default as stored: what a compact record leaves out."""
 
 _JOB_DECODERS = tuple((f.name, _decoder(f.name)) for f in fields(Job))
 """(field, decoder) of every Job field, worked out once: a pass may read thousands of records."""

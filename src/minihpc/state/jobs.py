@@ -71,7 +71,7 @@ class JobRecords:
         with self.r.pipeline() as pipe:
             environments.keep(pipe, jobs)
             for job in jobs:
-                write_job(pipe, job.id, job.to_record())
+                write_job(pipe, job.id, job.to_record(compact=True))
                 pipe.sadd(keys.JOBS_PENDING, job.id)
                 if job.array_job_id is not None:
                     pipe.zadd(keys.array_tasks(job.array_job_id), {job.id: job.array_task_id})

@@ -8,6 +8,7 @@ node allocations, the counters and a wake-up for the master together.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -115,10 +116,12 @@ class JobLifecycle:
             now = time.time()
             for job, nodes in ready:
                 waited = now - job.submitted_at if job.attempts == 0 else None
+                before = dataclasses.replace(job)
                 job.begin_attempt(nodes, now)
                 for n in nodes:
                     pipe.set(keys.node_alloc(n), job.id)
-                write_job(pipe, job.id, job.to_record())
+                # What changed only: a compact record (Job.to_record) stays so.
+                write_job(pipe, job.id, job_control.changed_fields(before, job))
                 pipe.hset(keys.job_starts(job.id), str(job.attempts), str(job.started_at))
                 pipe.srem(keys.JOBS_PENDING, job.id)
                 pipe.sadd(keys.JOBS_ACTIVE, job.id)
