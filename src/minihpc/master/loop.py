@@ -31,6 +31,7 @@ from minihpc.master.stuck import StuckWatch
 from minihpc.metrics import discovery
 from minihpc.restart.spec import CrashWatcher, Restarter
 from minihpc.state.connect import BLOCK_MAX, CONNECT_TIMEOUT, REDIS_ERRORS, SOCKET_TIMEOUT, connect
+from minihpc.state.nodes import NodeCache
 from minihpc.state.pending import PendingCache, RunningCache
 from minihpc.state.store import Store
 
@@ -80,6 +81,7 @@ class Master:
         self.stale: dict[str, tuple[int, float]] = {}  # see scheduler.stale_allocations
         self.pending = PendingCache()  # pending records, kept by the changes stream (state.pending)
         self.running = RunningCache()  # and running ones
+        self.node_cache = NodeCache()  # the nodes' records, read again when one changed (state.nodes)
         self.planned: tuple | None = None  # what the last plan was made from (core.replan)
         self.planned_at: float | None = None
         self.rest_until = 0.0  # monotonic: no pass before it (PLANNING_SHARE)
@@ -115,7 +117,7 @@ class Master:
         # Events: judged even within a grace, unlike silences.
         crashed = self.crashes.apply() if self.settings.crash_events else {}
         self.health.causes.update(crashed)
-        nodes = self.store.node_statuses()
+        nodes = self.store.node_statuses(self.node_cache)
         self.redis_answered(asked, 0.0, time.monotonic())
         quiet = now < self.started_grace_until or in_outage_grace(
             self.redis_back_at, now, self.settings.node_timeout, self.settings.heartbeat_interval, RECONNECT)

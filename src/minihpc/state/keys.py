@@ -69,6 +69,11 @@ JOBS_NODE_FAILED = "minihpc:jobs:node_failed"
 NODES = "minihpc:nodes"
 """Set: names of every node that ever registered."""
 
+NODES_REVISION = "minihpc:nodes:rev"
+"""Counter: bumped with every write to a node's record but its heartbeat (a registration, a
+measurement, a node forgotten), so a long-lived reader (state.nodes.NodeCache) reads the records
+again only when one changed."""
+
 NODE = "minihpc:node:{0}"
 """Hash: node {0}'s static facts and last heartbeat (addr, cpus, memory_bytes, gpus, cpu_model,
 cpu_limit, gpu_model, ...) and what was measured of it (gflops, allreduce_gbps, each with when and
