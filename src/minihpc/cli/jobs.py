@@ -35,13 +35,7 @@ from minihpc.core.outcome import format_exit
 from minihpc.core.parsing import expand_hostlist
 from minihpc.core.partitions import Partitions
 from minihpc.core.signals import parse_signal
-from minihpc.core.slurm_filters import (
-    JobFilter,
-    parse_cancel_state,
-    parse_slurm_time,
-    parse_states,
-    split_list,
-)
+from minihpc.core.slurm_filters import JobFilter, parse_cancel_state, parse_slurm_time, parse_states, split_list
 from minihpc.core.slurm_formats import (
     HISTORY_FIELDS,
     START_FORMAT,
@@ -51,6 +45,7 @@ from minihpc.core.slurm_formats import (
     sacct_lines,
     squeue_lines,
 )
+from minihpc.state.bulk import bulk_reading
 
 
 def cmd_submit(args, settings: Settings) -> int:
@@ -105,6 +100,7 @@ def cmd_queue(args, settings: Settings) -> int:
             raise UsageError(f"--iterate must be a number of seconds over 0, got {args.iterate:g}")
         args.watch, args.interval = True, args.iterate
 
+    @bulk_reading()  # a hundred thousand jobs read, ordered and shown: no cycle among them
     def once() -> str:
         now = time.time()
         jobs = client_jobs.queue_jobs(store, flt)

@@ -14,6 +14,7 @@ from minihpc.core.models import Job, JobState
 from minihpc.core.outcome import NodeResult
 from minihpc.state import environments, keys
 from minihpc.state.atomic import atomic
+from minihpc.state.bulk import bulk_reading
 from minihpc.state.connect import text, texts
 from minihpc.state.events import job_event, publish
 from minihpc.state.pending import note_change
@@ -132,7 +133,8 @@ class JobRecords:
         return job, job.ended_for_good(job.state is JobState.NODE_FAIL and bool(undecided))
 
     def get_jobs(self, ids: Iterable[int]) -> list[Job]:
-        return self.with_environments([Job.from_record(record) for _, record in self._records(ids)])
+        with bulk_reading():
+            return self.with_environments([Job.from_record(record) for _, record in self._records(ids)])
 
     def _records(self, ids: Iterable[int]) -> list[tuple[int, dict[str, str]]]:
         """The decoded records of ``ids``, in that order, in one round trip; a job that does

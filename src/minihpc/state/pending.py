@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from minihpc.core.models import Job, JobState
 from minihpc.state import keys
+from minihpc.state.bulk import bulk_reading
 from minihpc.state.connect import text, texts
 
 CHANGES_KEPT = 100_000
@@ -98,7 +99,8 @@ class JobChanges:
                      state: JobState = JobState.PENDING) -> None:
         """Read the records of ``ids`` in one round trip (JobRecords._records) and bring
         ``cache`` (of the jobs in ``state``) up to them."""
-        refreshed(cache, dict(self._records(ids)), ids, state)
+        with bulk_reading():
+            refreshed(cache, dict(self._records(ids)), ids, state)
 
 
 class PendingCache:
