@@ -13,6 +13,7 @@ from rq.job import Job as RqJob
 from minihpc.core.models import NodeStatus
 from minihpc.master.dispatch import dispatcher
 from minihpc.state import keys
+from minihpc.state.pending import PendingCache, RunningCache
 from minihpc.state.queues import SERIALIZER, launch_id
 
 pytestmark = pytest.mark.integration
@@ -71,3 +72,17 @@ def test_the_last_record_forgotten_takes_the_environment_and_a_new_submit_brings
     store.add_job(_job(3, SHELL))
     assert _stored(store) == {key: 1}
     assert store.get_job(3).environment == SHELL
+
+
+def test_the_kept_queues_of_the_master_and_the_api_see_each_jobs_variables(store):
+    """A long-lived reader's pending and running records (state.pending), read whole and then
+    by the changes stream: what GET /jobs lists."""
+    pending, running = PendingCache(), RunningCache()
+    store.add_job(_job(1, SHELL))
+    assert [j.environment for j in pending.read(store)] == [SHELL]
+    store.add_jobs([_job(2, {"OTHER": "1"}), _job(3, SHELL)])
+    assert sorted((j.id, sorted(j.environment.items())) for j in pending.read(store)) == [
+        (1, sorted(SHELL.items())), (2, [("OTHER", "1")]), (3, sorted(SHELL.items()))]
+    running.read(store)
+    store.start(3, ["a"], lambda pipe, job: None)
+    assert [j.environment for j in running.read(store)] == [SHELL]

@@ -197,8 +197,12 @@ class JobRecords:
             for job_id in ids:
                 pipe.hget(keys.job(job_id), keys.JOB_REVISION)
             revisions = pipe.execute()
-        for job_id, record in self._records(to_refetch(ids, revisions, cache)):  # gone meanwhile: left out
-            cache[job_id] = (int(record.get(keys.JOB_REVISION) or -1), Job.from_record(record))
+        fresh = []
+        with bulk_reading():
+            for job_id, record in self._records(to_refetch(ids, revisions, cache)):  # gone meanwhile: left out
+                cache[job_id] = (int(record.get(keys.JOB_REVISION) or -1), Job.from_record(record))
+                fresh.append(cache[job_id][1])
+        self.with_environments(fresh)
         for job_id in set(cache) - set(ids):
             del cache[job_id]
         return [cache[i][1] for i in ids if i in cache]

@@ -101,6 +101,7 @@ class JobChanges:
         ``cache`` (of the jobs in ``state``) up to them."""
         with bulk_reading():
             refreshed(cache, dict(self._records(ids)), ids, state)
+        self.with_environments([cache[i][1] for i in ids if i in cache])  # stored apart (state.environments)
 
 
 class PendingCache:
