@@ -238,12 +238,11 @@ class Job:
         """The job as stored, a text a field. ``compact``: without the fields that hold their
         default (a new record: :meth:`from_record` reads a missing field as its default, and
         half of a job's 50 fields are; an ended job kept in Redis is the smaller, issue 38)."""
-        out = {f.name: _field_text(f.name, getattr(self, f.name)) for f in fields(self)}
-        if self.environment_id:
-            out["environment"] = ""  # stored apart
+        apart = self._STORED_APART if self.environment_id else ()
+        out = {f.name: "" if f.name in apart else _field_text(f.name, getattr(self, f.name)) for f in fields(self)}
         if compact:
             return {k: v for k, v in out.items()
-                    if k in self._ALWAYS_STORED or (v != _DEFAULT_TEXTS.get(k) and not (k in self._DICTS and v == ""))}
+                    if k in self._ALWAYS_STORED or (k not in apart and v != _DEFAULT_TEXTS.get(k))}
         return out
 
     @classmethod

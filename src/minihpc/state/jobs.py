@@ -117,7 +117,7 @@ class JobRecords:
         raw = self.r.hgetall(keys.job(job_id))
         if not raw:
             raise NotFound(f"job {job_id} does not exist")
-        return self.with_environments([Job.from_record(texts(raw))])[0]
+        return self._parsed(raw)
 
     def job_settled(self, job_id: int) -> tuple[Job, bool]:
         """The job and whether it has ended for good, read together in one transaction. Read
@@ -129,8 +129,12 @@ class JobRecords:
             raw, undecided = pipe.execute()
         if not raw:
             raise NotFound(f"job {job_id} does not exist")
-        job = self.with_environments([Job.from_record(texts(raw))])[0]
+        job = self._parsed(raw)
         return job, job.ended_for_good(job.state is JobState.NODE_FAIL and bool(undecided))
+
+    def _parsed(self, raw: dict) -> Job:
+        """One job of its record as HGETALL answers it, its environment read in."""
+        return self.with_environments([Job.from_record(texts(raw))])[0]
 
     def get_jobs(self, ids: Iterable[int]) -> list[Job]:
         with bulk_reading():

@@ -164,9 +164,8 @@ class NodeRegistry:
                 for name in silent:
                     pipe.hget(keys.node(name), "last_heartbeat")
                 beats = dict(zip(silent, map(text, pipe.execute() if silent else [])))
-        return [_node_status(name, dict(infos[i], last_heartbeat=text(alive[i]) or beats.get(name)
-                                        or infos[i].get("last_heartbeat")),
-                             alive[i] is not None, alloc[i], drain[i])
+        return [_node_status(name, infos[i], alive[i] is not None, alloc[i], drain[i],
+                             beat=text(alive[i]) or beats.get(name) or infos[i].get("last_heartbeat"))
                 for i, name in enumerate(names)]
 
     def node_status(self, name: str) -> NodeStatus | None:
@@ -175,7 +174,8 @@ class NodeRegistry:
             pipe.sismember(keys.NODES, name)
             _read_node(pipe, name)
             member, info, *raw = pipe.execute()
-        return _node_status(name, texts(info), *raw) if member else None
+        info = texts(info)
+        return _node_status(name, info, *raw, beat=info.get("last_heartbeat")) if member else None
 
     def release_node(self, node: str) -> int | None:
         """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
@@ -323,8 +323,9 @@ def _read_node(pipe, name: str) -> None:
     pipe.get(keys.node_drain(name))
 
 
-def _node_status(name: str, info: dict[str, str], alive, alloc, drain) -> NodeStatus:
-    """A NodeStatus of a node's record (decoded) and its alive, allocation and drain keys."""
+def _node_status(name: str, info: dict[str, str], alive, alloc, drain, beat: str | None) -> NodeStatus:
+    """A NodeStatus of a node's record (decoded), its alive, allocation and drain keys, and its
+    last beat (``beat``: its alive key's value while it beats, else its record's)."""
     return NodeStatus(
         name=name,
         addr=info.get("addr", name),
@@ -335,7 +336,7 @@ def _node_status(name: str, info: dict[str, str], alive, alloc, drain) -> NodeSt
         memory_bytes=int(info.get("memory_bytes") or 0),
         gpus=int(info.get("gpus") or 0),
         gpu_devices=_devices(info),
-        last_heartbeat=float(info["last_heartbeat"]) if info.get("last_heartbeat") else None,
+        last_heartbeat=float(beat) if beat else None,
         registered_at=float(info["registered_at"]) if info.get("registered_at") else None,
         metrics=info.get("metrics") or None,
         cpu_model=info.get("cpu_model", ""),
