@@ -143,6 +143,12 @@ imported torch and what DDP pulls in, and forks each job's torchrun from there i
 starting a new interpreter; minihpc.node.warm). Off (0) starts every job cold, as ``--cold``
 does for one job."""
 
+ELASTIC_GROW_EVERY = 10.0
+"""Seconds a running elastic job (``--elastic -N MIN-MAX``) waits after it started or last
+changed size before it takes nodes that came free (MINIHPC_ELASTIC_GROW_EVERY; core.elastic):
+each growth restarts its ranks from their checkpoint, so a node that flaps costs it a restart
+every so often at most. Only nodes no pending job needs are taken."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -176,6 +182,7 @@ class Settings:
     node_owns_host: bool = NODE_OWNS_HOST
     job_firewall: bool = JOB_FIREWALL
     warm_launcher: bool = WARM_LAUNCHER
+    elastic_grow_every: float = ELASTIC_GROW_EVERY
 
     def with_overrides(self, **overrides) -> Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})

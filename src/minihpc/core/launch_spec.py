@@ -55,6 +55,8 @@ class LaunchSpec:
     gpus: list[int] = field(default_factory=list)  # the node's GPU ordinals the job holds (core.gpus)
     gpus_per_task: int = 0  # --gpus-per-task: each task sees only its own slice of them
     uid: int | None = None  # the uid the cluster gave ``user`` (core.tenants), for MINIHPC_JOB_USER=%u
+    resizes: int = 0  # launches of an elastic job within this attempt before this one (core.elastic)
+    elastic: str = ""  # an elastic job's node range, "MIN-MAX"; "" : a fixed-size job
 
     @property
     def nnodes(self) -> int:
@@ -192,7 +194,7 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
             "SLURM_NNODES": str(spec.nnodes),
             "SLURM_NODEID": str(spec.node_rank),
             "SLURMD_NODENAME": spec.node,
-            "SLURM_RESTART_COUNT": str(spec.attempt - 1),
+            "SLURM_RESTART_COUNT": str(spec.attempt - 1 - spec.resizes),  # requeues, not resizes
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -208,4 +210,6 @@ def job_env(spec: LaunchSpec, master_port: int, base: dict[str, str]) -> dict[st
     env.update(gpus.job_env(spec.gpus, spec.gpus_per_task))  # none: CUDA_VISIBLE_DEVICES empty
     if spec.array_job_id is not None:
         env.update(array_env(spec.array_job_id, spec.array_task_id, spec.array_spec))
+    if spec.elastic:  # what minihpc.elastic reads: the job may change size while it runs
+        env.update({"MINIHPC_ELASTIC": spec.elastic, "MINIHPC_RESIZES": str(spec.resizes)})
     return env

@@ -147,6 +147,7 @@ class Job:
     warn_signal: str = ""  # --signal: "[B:]SIG@SECS" (core.signals), "" : none
     begin_at: float | None = None  # --begin: not started before this time
     requeue: bool = True  # --requeue/--no-requeue: whether a node failure may send it back to the queue
+    elastic: bool = False  # --elastic (with -N MIN-MAX): it shrinks when a node leaves and grows back (core.elastic)
     cold: bool = False  # --cold: a new interpreter for its torchrun, not a fork of the warm launcher
     mem_bytes: int = 0  # --mem: memory each node must have, 0 : any
     gpus: int = 0  # --gres=gpu:N: GPUs each node must have
@@ -165,6 +166,8 @@ class Job:
     held_by: str | None = None  # who put the job on hold (scontrol hold), None when not held
     attempts: int = 0
     requeues: int = 0  # times a node failure sent it back to the queue
+    resizes: int = 0  # times an elastic job went on with other nodes without the queue: each is one of ``attempts``
+    resized_at: float | None = None  # when it last did (None: not since it started)
     exit_code: int | None = None
     signal: str | None = None
     failed_node: str | None = None
@@ -178,10 +181,11 @@ class Job:
     _LISTS = ("args", "dependency", "nodes", "nodelist", "exclude")
     _DICTS = ("environment",)
     _INTS = ("id", "nodes_requested", "max_nodes", "tasks_per_node", "attempts", "requeues", "cpus_per_task",
-             "mem_bytes", "gpus", "gpus_per_task", "array_limit")
+             "resizes", "mem_bytes", "gpus", "gpus_per_task", "array_limit")
     _OPT_INTS = ("exit_code", "array_job_id", "array_task_id")
-    _BOOLS = ("requeue", "cold", "stdin")
-    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at")
+    _BOOLS = ("requeue", "cold", "stdin", "elastic")
+    _OPT_FLOATS = ("time_limit", "progress_timeout", "started_at", "ended_at", "failing_since", "begin_at",
+                    "resized_at")
     _OPT_STRS = ("signal", "failed_node", "first_failure", "held_by")
     _ALWAYS_STORED = ("id", "state", "attempts", "reason")
     """Fields a compact record keeps even at their default: what is read alone (HGET)."""
@@ -202,6 +206,13 @@ class Job:
         """-N as given: ``3``, or ``2-4`` for a range."""
         top = max(self.max_nodes, self.nodes_requested)
         return str(top) if top == self.nodes_requested else f"{self.nodes_requested}-{top}"
+
+    @property
+    def queue_attempts(self) -> int:
+        """The attempts users see: times the job started from the queue. ``attempts`` counts
+        every launch of its gang, an elastic job's resizes too (each one is launched anew, as
+        a new attempt is, so a node's ranks of the gang before see it is over and end)."""
+        return self.attempts - self.resizes
 
     @property
     def held(self) -> bool:
@@ -233,6 +244,17 @@ class Job:
         self.failed_node = None
         self.first_failure = None
         self.failing_since = None
+        self.resized_at = None
+
+    def resize(self, nodes: list[str], now: float) -> None:
+        """An elastic job, RUNNING, goes on with ``nodes``: a launch of its own, within the same
+        attempt as users count them (:attr:`queue_attempts`); its time limit runs on."""
+        self.nodes = list(nodes)
+        self.attempts += 1
+        self.resizes += 1
+        self.resized_at = now
+        self.first_failure = None
+        self.failing_since = None
 
     def to_record(self, compact: bool = False) -> dict[str, str]:
         """The job as stored, a text a field. ``compact``: without the fields that hold their
@@ -258,6 +280,7 @@ class Job:
         out["priority"] = self.priority.value
         out["held"] = self.held
         out["node_range"] = self.node_range
+        out["attempts"] = self.queue_attempts  # a resize is not an attempt (Job.queue_attempts)
         out["environment"] = sorted(self.environment)  # names only: values may be secrets
         del out["environment_id"]  # a digest of those values: nobody's to see
         return out

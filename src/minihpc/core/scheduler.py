@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from minihpc.core import dependency
+from minihpc.core import dependency, elastic
 from minihpc.core.job_control import HELD_REASON
 from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.partitions import Partitions
@@ -59,6 +59,8 @@ class Plan:
     promised: dict[int, float | None] = field(default_factory=dict)
     """When each job waiting for nodes (Resources, Priority) is promised to start; None: no
     start can be promised (it waits on jobs without a time limit). ``squeue --start``."""
+    grows: list[tuple[int, list[str]]] = field(default_factory=list)
+    """(job id, all its nodes after) for running elastic jobs that take more nodes now."""
 
 
 def queue_order_key(job: Job) -> tuple:
@@ -235,17 +237,11 @@ def own_wait(job: Job, now: float, dependency_states: dict[int, JobState | None]
 
 
 def plan(
-    pending: list[Job],
-    nodes: list[NodeStatus],
-    running: list[Job],
-    dependency_states: dict[int, JobState | None],
-    now: float,
-    partitions: Partitions | None = None,
-    cpus_override: int = 0,
+    pending: list[Job], nodes: list[NodeStatus], running: list[Job], dependency_states: dict[int, JobState | None],
+    now: float, partitions: Partitions | None = None, cpus_override: int = 0, grow_every: float | None = None,
 ) -> Plan:
-    """Decide what starts now. Pure: reads only its arguments. ``partitions``: the published
-    ones (None: every node in one default partition); ``cpus_override``: see
-    core.requirements.published_cpus."""
+    """Decide what starts now (and what running elastic jobs grow, every ``grow_every`` s at
+    most). Pure. ``partitions``: the published ones (None: one default partition)."""
     result = Plan()
     partitions = partitions or Partitions()
     ends = {job.id: expected_end(job, now) for job in running}
@@ -292,7 +288,8 @@ def plan(
             # No start can be promised (it waits on jobs without time limits): hold its
             # nodes from now on, so that only nodes it could never need go to others.
             profile.hold(job.nodes_requested, candidates, required)
-    grow(result, started, profile)
+    grow(result, started, profile)  # then running elastic jobs, with what is left
+    result.grows = grow_running(running, nodes, profile, now, grow_every, partitions, cpus_override)
     return result
 
 
@@ -308,6 +305,25 @@ def grow(result: Plan, started: list[tuple[int, Job, float, list[str]]], profile
             others = [n for n in candidates if n not in chosen]
             more = profile.reserve(profile.now, job.max_nodes - len(chosen), duration, others)
             result.starts[at] = (job_id, chosen + more)
+
+
+def grow_running(running: list[Job], nodes: list[NodeStatus], profile: Profile, now: float,
+                 grow_every: float | None, partitions: Partitions, cpus_override: int = 0) -> list[tuple[int, list[str]]]:
+    """Running elastic jobs whose growth is due (core.elastic.growth_due), in queue order, with
+    the nodes each has after taking more: only nodes free for as long as it may still run once
+    every pending job has had its start or its reservation, so growth never takes a node a
+    waiting job was given or promised (issue 36). ``grow_every`` None: none grows."""
+    out = []
+    if grow_every is None:
+        return out
+    for job in sorted(running, key=queue_order_key):
+        if not elastic.growth_due(job, now, grow_every):
+            continue
+        others = [n for n in eligible(job, nodes, partitions, cpus_override) if n not in job.nodes]
+        more = profile.reserve(now, job.max_nodes - len(job.nodes), expected_end(job, now) - now, others)
+        if more:
+            out.append((job.id, [*job.nodes, *more]))
+    return out
 
 
 def overdue(running: list[Job], now: float) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from minihpc.core import gpus
+from minihpc.core.elastic import elastic
 from minihpc.core.launch_spec import LAUNCH_TASK, LaunchSpec
 from minihpc.core.models import Job, NodeStatus
 from minihpc.core.partitions import Partitions
@@ -62,6 +63,8 @@ def launch_specs(job: Job, nodes: dict[str, NodeStatus], cluster: dict[str, str]
             gpus=gpus.allocate(nodes[name].gpu_devices, job.gpus),
             gpus_per_task=job.gpus_per_task,
             uid=uid,
+            resizes=job.resizes,
+            elastic=job.node_range if elastic(job) else "",
         )
         for rank, name in enumerate(job.nodes)
     ]

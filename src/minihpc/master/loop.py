@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from prometheus_client import Histogram
 
-from minihpc.core import dependency, replan, scheduler
+from minihpc.core import dependency, elastic, replan, scheduler
 from minihpc.core.config import Settings
 from minihpc.core.models import JobState, NodeStatus
 from minihpc.core.outage import answered_late, in_outage_grace, lapsing_silence, outage_grace
@@ -22,6 +22,7 @@ from minihpc.core.outcome import held_failure
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import published_cpus
 from minihpc.core.restart_policy import RestartPolicy, next_lapse
+from minihpc.master import elastic as elastic_jobs
 from minihpc.master import retention
 from minihpc.master.crashes import CrashInbox
 from minihpc.master.dispatch import dispatcher
@@ -145,7 +146,9 @@ class Master:
         for job_id in scheduler.overdue(running, now):
             if store.transition(job_id, JobState.TIMEOUT, "TimeLimit", only_from=[JobState.RUNNING]):
                 log.info("job %s: TIMEOUT (time limit reached)", job_id)
-        lost = {j: n for j, n in scheduler.lost(running, by_name).items() if not quiet or n in crashed}
+        resized = elastic_jobs.shrink(store, running, by_name, quiet, crashed)  # instead of a node failure
+        lost = {j: n for j, n in scheduler.lost(running, by_name).items()
+                if (not quiet or n in crashed) and j not in resized}
         for job_id, node in lost.items():
             if store.transition(
                 job_id, JobState.NODE_FAIL, f"node {node} failed", only_from=[JobState.RUNNING], failed_node=node
@@ -179,8 +182,9 @@ class Master:
         pending = self.pending.read(store)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
         deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
+        grow_every = self.settings.elastic_grow_every
         plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
-                              published_cpus(cluster))
+                              published_cpus(cluster), grow_every)
         for job_id, reason in plan.cancels.items():
             if store.transition(job_id, JobState.CANCELLED, reason, only_from=[JobState.PENDING]):
                 log.info("job %s: CANCELLED (%s)", job_id, reason)
@@ -190,10 +194,12 @@ class Master:
             for first in range(0, len(plan.starts), START_BATCH):
                 for job in store.start_many(plan.starts[first:first + START_BATCH], dispatch):
                     log.info("job %s: RUNNING on %s (attempt %s)", job.id, ",".join(job.nodes), job.attempts)
+        elastic_jobs.grow(store, plan.grows, running, by_name, cluster)
         self.starting = time.perf_counter() - began
         current = {job.id: job.reason for job in pending}
         store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
-        self.planned, self.next_begin, self.planned_at = signature, replan.next_begin(pending, now), now
+        due = [t for t in (replan.next_begin(pending, now), elastic.next_growth(running, now, grow_every)) if t]
+        self.planned, self.next_begin, self.planned_at = signature, min(due, default=None), now
         return plan
 
     def free_stale_allocations(self, nodes: list[NodeStatus], now: float, quiet: bool) -> None:

@@ -133,6 +133,10 @@ class ClusterCollector:
         family = CounterMetricFamily("minihpc_job_requeues", "Jobs requeued after a node failure.")
         family.add_metric([], sum(counters["job_requeues"].values()))
         yield family
+        family = CounterMetricFamily("minihpc_job_resizes", "Elastic jobs that went on with other nodes "
+                                     "without the queue (a node left, or they grew).")
+        family.add_metric([], sum(counters.get("job_resizes", {}).values()))
+        yield family
         family = CounterMetricFamily("minihpc_node_restarts", "Restarts of DOWN nodes by the health monitor.",
                                      labels=["node"])
         for node in nodes:
@@ -185,6 +189,8 @@ class ClusterCollector:
         seen = GaugeMetricFamily("minihpc_job_last_progress_timestamp_seconds", "When the job last reported "
                                  "progress (Unix time).", labels=labels)
         attempt = GaugeMetricFamily("minihpc_job_attempt", "The running attempt (1 + requeues).", labels=labels)
+        size = GaugeMetricFamily("minihpc_job_nodes", "Nodes the running job has now (an elastic job's changes "
+                                 "with its resizes; its range is -N MIN-MAX).", labels=labels)
         phases = GaugeMetricFamily("minihpc_job_step_phase_seconds", "Time per step in each phase (data, "
                                    "forward, backward, allreduce, optimizer) at the latest report.",
                                    labels=[*labels, "phase"])
@@ -192,7 +198,8 @@ class ClusterCollector:
         reports = self.store.progress(j.id for j in running)
         for job in running:
             values = [str(job.id)]
-            attempt.add_metric(values, job.attempts)
+            attempt.add_metric(values, job.queue_attempts)
+            size.add_metric(values, len(job.nodes))
             report = reports.get(job.id)
             if report is None:
                 continue
@@ -206,7 +213,7 @@ class ClusterCollector:
             for phase in PHASES:
                 if f"{phase}_seconds" in report:
                     phases.add_metric([*values, phase], report[f"{phase}_seconds"])
-        yield from (step, ratio, seen, attempt, phases, *extra.values())
+        yield from (step, ratio, seen, attempt, size, phases, *extra.values())
         yield from self._ranks(running)
 
     def _ranks(self, running: list[Job]) -> Iterator[Metric]:

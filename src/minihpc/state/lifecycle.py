@@ -134,6 +134,42 @@ class JobLifecycle:
 
         return atomic(self.r, watch, body)
 
+    def resize(self, job_id: int, attempt: int, nodes: list[str], dispatch: Callable) -> Job | None:
+        """An elastic job's gang launched again on ``nodes`` (core.elastic: fewer when a node
+        left, more when it grows), in one transaction, if it is still RUNNING at ``attempt`` and
+        every node it gains is free: the new nodes are taken, the launches queued, and the
+        nodes it leaves that already reported freed (the others by their own report, as after
+        a node failure). Its ranks on the nodes it keeps see their attempt is over and end; the
+        new launch waits for that in each node's queue. The job as written, or None."""
+
+        def body(pipe):
+            raw = pipe.hgetall(keys.job(job_id))
+            job = Job.from_record(texts(raw)) if raw else None
+            if job is None or job.state is not JobState.RUNNING or job.attempts != attempt or not nodes:
+                return None
+            gained = [n for n in nodes if n not in job.nodes]
+            results_key = keys.job_results(job.id, job.attempts)
+            pipe.watch(results_key, *map(keys.node_alloc, [*gained, *job.nodes]))
+            if any(pipe.exists(keys.node_alloc(n)) for n in gained):
+                return None
+            done = {text(n) for n in pipe.hkeys(results_key)}
+            releasable = held_by(pipe, [n for n in job.nodes if n not in nodes and n in done], job.id)
+            pipe.multi()
+            before = dataclasses.replace(job)
+            job.resize(nodes, time.time())
+            for n in gained:
+                pipe.set(keys.node_alloc(n), job.id)
+            write_job(pipe, job.id, job_control.changed_fields(before, job))
+            pipe.hset(keys.job_starts(job.id), str(job.attempts), str(job.resized_at))
+            free(pipe, releasable)
+            pipe.rpush(keys.EVENTS, f"resized {job.id}")
+            publish(pipe, job_event(job.id, JobState.RUNNING.value))
+            stats.count(pipe, "job_resizes")
+            dispatch(pipe, job)
+            return job
+
+        return atomic(self.r, [keys.job(job_id)], body)
+
     def record_result(self, job_id: int, attempt: int, node: str, result: NodeResult) -> Outcome | None:
         """A node's ranks are gone: record their result, end the job if that decides it, and
         release the node (and any peers already done) once the job is over."""

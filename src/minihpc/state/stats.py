@@ -18,7 +18,7 @@ HISTOGRAMS: dict[str, tuple[float, ...]] = {
     "node_recovery_seconds": (1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120),
 }
 """Bucket upper bounds (seconds); +Inf is implied."""
-COUNTERS = ("jobs_started", "jobs_ended", "job_requeues", "node_restarts")
+COUNTERS = ("jobs_started", "jobs_ended", "job_requeues", "job_resizes", "node_restarts")
 
 
 def bucket(name: str, value: float) -> int:

@@ -1,0 +1,72 @@
+"""Elastic jobs (issue 36) as pure decisions: when a running ``--elastic`` job goes on with fewer
+nodes, and when it may take more.
+
+An elastic job asked for a node range (``-N MIN-MAX --elastic``). When one of its nodes leaves
+-- it crashed, went silent, or was drained -- the job does not go back to the queue: the master
+launches it again at once on the nodes it still has (:func:`shrink`), as long as they are at
+least MIN; below MIN it is a node failure, requeued as any other. When nodes are free that no
+pending job needs, the master gives it more, up to MAX, at most every ``grow_every`` seconds
+(:func:`growth_due`; the scheduler picks the nodes: core.scheduler.grow_running). Each change
+is a relaunch of the whole gang (a new world size, so every rank restarts), which continues
+from the job's checkpoint, the one its ranks saved as they were stopped where the script does
+(minihpc.elastic), as torchrun's own elastic agent restarts its workers on a membership change.
+
+Why the master and not torchrun's c10d rendezvous decides: it already sees a node go (a crash
+event in a fraction of a second, a silence after the node timeout) and frees or fences the
+node, while a c10d rendezvous needs a store that outlives every node (its host is one of them)
+and a gloo collective that waits on a silent peer waits for its timeout (30 minutes by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from minihpc.core.models import Job, NodeStatus
+
+
+def elastic(job: Job) -> bool:
+    """Whether ``job`` changes size while it runs: ``--elastic`` with a node range."""
+    return job.elastic and job.max_nodes > job.nodes_requested
+
+
+def leaving(job: Job, nodes: Mapping[str, NodeStatus]) -> list[str]:
+    """The nodes an elastic job must go on without: down, gone from the registry, holding
+    another job (its agent restarted and freed it), or drained (an operator wants it back; a
+    fixed-size job keeps a drained node until it ends, as Slurm's jobs do)."""
+    out = []
+    for name in job.nodes:
+        node = nodes.get(name)
+        if node is None or not node.alive or node.job != job.id or node.drain_reason is not None:
+            out.append(name)
+    return out
+
+
+def shrink(job: Job, nodes: Mapping[str, NodeStatus]) -> list[str] | None:
+    """The nodes an elastic job goes on with now that some of its nodes left (in its node order,
+    so node rank 0 stays where it was if it can), or None: it is not elastic, none left, or fewer
+    than its minimum are left (then it is a node failure, requeued as a fixed-size job is)."""
+    if not elastic(job):
+        return None
+    gone = set(leaving(job, nodes))
+    if not gone:
+        return None
+    kept = [n for n in job.nodes if n not in gone]
+    return kept if len(kept) >= job.nodes_requested else None
+
+
+def growth_due(job: Job, now: float, grow_every: float) -> bool:
+    """Whether a running elastic job may take more nodes now: it has fewer than its most, and
+    its last start or resize is ``grow_every`` seconds old (each growth restarts its ranks)."""
+    since = job.resized_at if job.resized_at is not None else job.started_at
+    return (elastic(job) and len(job.nodes) < job.max_nodes and since is not None
+            and now - since >= grow_every)
+
+
+def next_growth(running: Iterable[Job], now: float, grow_every: float) -> float | None:
+    """The earliest time a running elastic job below its most may grow, if that is to come (the
+    master plans again then; a plan's inputs need not have changed); None: no such job."""
+    times = [(job.resized_at if job.resized_at is not None else job.started_at) + grow_every
+             for job in running
+             if elastic(job) and len(job.nodes) < job.max_nodes and job.started_at is not None]
+    later = [t for t in times if t > now]
+    return min(later, default=None)
