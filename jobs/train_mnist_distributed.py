@@ -28,6 +28,12 @@ global batch, and its loss is weighted so the update (and the logged loss, the g
 equals one process's training on --batch-size x ranks. The shares are saved in the checkpoint and
 restored on resume. --profile STEPS (or $MINIHPC_PROFILE) writes a PyTorch profiler trace per rank
 of those steps into the checkpoint directory's profile/ folder.
+
+--elastic (for `minihpc submit --elastic -N MIN-MAX`: the job changes size while it runs) keeps
+the global batch at --batch-size x the most ranks the job may have, split over the ranks it has
+now, so every step trains on the same samples whatever the size and the loss curve does not
+jump; a rank whose collective fails because a peer's node left saves the step it holds
+(minihpc.elastic.rescue), so the relaunch on the nodes left loses no step.
 """
 #MINIHPC --nodes 3
 #MINIHPC --time 30
@@ -45,7 +51,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 import mnist
-from minihpc import balance, checkpoint, preempt, profiling, progress, tracking
+from minihpc import balance, checkpoint, elastic, preempt, profiling, progress, tracking
 from minihpc.job import devices
 
 
@@ -69,6 +75,9 @@ def parse_args():
                    help="rank 0 writes loss, samples/s and gradient norm per step as TensorBoard event files here")
     p.add_argument("--balance", action="store_true",
                    help="split the global batch (--batch-size x ranks) by each rank's measured speed")
+    p.add_argument("--elastic", action="store_true",
+                   help="the global batch stays --batch-size x the job's most ranks at every size (submit with "
+                        "--elastic -N MIN-MAX); a rank saves its step when a peer's node leaves")
     p.add_argument("--balance-every", type=int, default=balance.EVERY, help="steps between speed checks")
     p.add_argument("--balance-threshold", type=float, default=balance.THRESHOLD,
                    help="re-split when a rank's speed moved by more than this fraction")
@@ -149,11 +158,13 @@ def setup(args, device: torch.device, backend: str) -> Run:
 
 def data(args, train, rank: int, world: int):
     """(sampler, loader, balancer): each rank its own shard in equal batches, or with --balance
-    its share of every global batch of --batch-size x ranks."""
-    if not args.balance:
+    its share of every global batch of --batch-size x ranks (--elastic: x the job's most ranks,
+    the same at every size; re-split by speed only with --balance)."""
+    if not args.balance and not args.elastic:
         sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
         return sampler, DataLoader(train, batch_size=args.batch_size, sampler=sampler, drop_last=True), None
-    balancer = balance.Balancer(args.batch_size * world, rank, world, every=args.balance_every,
+    total = elastic.global_batch(args.batch_size) if args.elastic else args.batch_size * world
+    balancer = balance.Balancer(total, rank, world, every=args.balance_every if args.balance else elastic.NEVER,
                                 threshold=args.balance_threshold)
     sampler = balance.GlobalBatchSampler(len(train), balancer.global_batch, rank, lambda: balancer.shares, args.seed)
     return sampler, DataLoader(train, batch_sampler=sampler), balancer
@@ -170,19 +181,22 @@ def resume(run: Run) -> None:
         if run.balancer is not None and found.state.get("balance"):
             run.balancer.load_state_dict(found.state["balance"])
         if run.rank == 0:
-            print(f"resumed from {found.path} at step {run.step} of {run.total_steps}", flush=True)
+            print(f"resumed from {found.path} at step {run.step} of {run.total_steps} on {run.world} ranks",
+                  flush=True)
     elif run.rank == 0:
         print(f"starting: {run.images} images, {run.world} ranks, {run.steps_per_epoch} steps per epoch, "
               f"{run.total_steps} steps", flush=True)
     if run.rank == 0:
         print(f"training on {run.device} over {dist.get_backend()}", flush=True)
     if run.balancer is not None and run.rank == 0:
-        print(f"balanced batches: global batch {run.balancer.global_batch}, batch sizes "
+        print(f"{'elastic' if run.args.elastic else 'balanced'} batches: global batch {run.balancer.global_batch}, batch sizes "
               f"{'/'.join(map(str, run.balancer.shares))} to start", flush=True)
 
 
-def save(run: Run) -> None:
-    if run.rank == 0:
+def save(run: Run, any_rank: bool = False) -> None:
+    """Rank 0 saves (every rank holds the same state); ``any_rank``: this rank saves, whatever it
+    is (minihpc.elastic.rescue: rank 0 may be the one that left)."""
+    if run.rank == 0 or any_rank:
         state = {
             "step": run.step,
             "model": run.model.module.state_dict(),
@@ -206,7 +220,11 @@ def main() -> int:
     stop = preempt.StopRequest()
     run = setup(args, device, backend)
     resume(run)
-    code = train(run, stop)
+    if args.elastic:
+        with elastic.rescue(lambda: save(run, any_rank=True)):
+            code = train(run, stop)
+    else:
+        code = train(run, stop)
     if code is not None:
         return code  # stopped
     save(run)

@@ -4,7 +4,7 @@ The package is built in layers, each a subpackage that imports only the layers b
 (tests/unit/test_layers.py enforces it; docs/architecture.md lists them).
 
 Job scripts import the job SDK as ``from minihpc import checkpoint, progress, preempt, tracking``
-(and ``balance``, ``profiling``): those names are loaded from :mod:`minihpc.job` on first use.
+(and ``balance``, ``elastic``, ``profiling``): those names are loaded from :mod:`minihpc.job` on first use.
 Nothing here connects to Redis or registers anything at import time; every process builds its
 own connections from an explicit :class:`minihpc.core.config.Settings`.
 """
@@ -13,7 +13,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-JOB_SDK = ("balance", "checkpoint", "profiling", "progress", "preempt", "tracking")
+JOB_SDK = ("balance", "checkpoint", "elastic", "profiling", "progress", "preempt", "tracking")
 """What job scripts import from ``minihpc`` itself (modules of :mod:`minihpc.job`)."""
 
 

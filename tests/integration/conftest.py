@@ -29,8 +29,9 @@ class Cluster:
         # through the suite (draining is tested in e2e and in tests/unit/test_health.py (restart_policy)).
         # No speed probe (a few CPU-seconds per agent start, and the suite restarts agents often):
         # tests/integration/test_node_hardware.py turns it on for a cluster of its own.
+        # Elastic jobs grow back 2 s after a resize, not 10 (test_elastic waits for it).
         self.env = dict(os.environ, MINIHPC_STATE_DIR=str(state_dir), MINIHPC_RESTART_BUDGET="100", MINIHPC_JOB_LOG_MAX="4194304",
-                        MINIHPC_SPEED_PROBE="0")
+                        MINIHPC_SPEED_PROBE="0", MINIHPC_ELASTIC_GROW_EVERY="2")
         self.env.pop("MINIHPC_REDIS_URL", None)
 
     def cli(self, *args, check=True, timeout=120, env=None, input=None):

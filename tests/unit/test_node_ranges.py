@@ -91,3 +91,22 @@ def test_squeue_and_show_print_the_range_and_the_size_it_got():
     shown = {k.strip(): v for k, v in lines}
     assert (shown["NumNodes"], shown["NodeRange"]) == ("3", "2-4")
     assert "NodeRange" not in {k.strip() for k, _ in (line.split(" = ") for line in show_lines(job(3, 2)))}
+
+
+def test_elastic_asks_for_a_range_and_show_says_it_and_its_resizes():
+    asked = request(HeaderParser("submit").parse_args(["--elastic", "-N", "2-3"]), parse_header(""),
+                    script="train.py", text="", args=[])
+    assert (asked.nodes, asked.max_nodes, asked.elastic) == (2, 3, True)
+    from_header = request(HeaderParser("submit").parse_args([]), parse_header("#MINIHPC --elastic\n#SBATCH -N 1-2\n"),
+                          script="train.py", text="", args=[])
+    assert from_header.elastic
+    with pytest.raises(UsageError, match=r"--elastic needs a node range to change size within \(-N MIN-MAX, e.g. "
+                                         r"-N 3-4\), got -N 3"):
+        request(HeaderParser("submit").parse_args(["--elastic", "-N", "3"]), parse_header(""),
+                script="train.py", text="", args=[])
+    started = running(2, ["n1", "n2", "n3"])
+    started.nodes_requested, started.max_nodes, started.elastic, started.attempts = 2, 4, True, 1
+    started.resize(["n1", "n3"], NOW)
+    shown = {k.strip(): v for k, v in (line.split(" = ") for line in show_lines(started))}
+    assert (shown["NumNodes"], shown["NodeRange"], shown["Resizes"], shown["Attempts"]) == ("2", "2-4 (elastic)", "1",
+                                                                                          "1")

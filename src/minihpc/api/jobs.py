@@ -50,8 +50,13 @@ def options_argv(fields: dict) -> list[str]:
                 raise UsageError(f"field 'requeue' must be true or false, got {value!r}")
             argv.append("--requeue" if value else "--no-requeue")
             continue
+        if key == "elastic":  # a flag
+            if not isinstance(value, bool):
+                raise UsageError(f"field 'elastic' must be true or false, got {value!r}")
+            argv.extend(["--elastic"] if value else [])
+            continue
         if key not in FIELDS:
-            raise UsageError(f"unknown field {key!r}; expected script, script_name, args, requeue or one of "
+            raise UsageError(f"unknown field {key!r}; expected script, script_name, args, requeue, elastic or one of "
                              f"{', '.join(sorted(FIELDS))}")
         if isinstance(value, (dict, list, bool)):
             raise UsageError(f"field {key!r} must be a number or a string, got {type(value).__name__}")

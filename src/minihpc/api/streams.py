@@ -125,7 +125,7 @@ async def events(hub: Hub) -> AsyncIterator[bytes]:
 
 
 def job_state(job: Job) -> dict:
-    return {"state": job.state.value, "state_code": job.state.code, "attempts": job.attempts,
+    return {"state": job.state.value, "state_code": job.state.code, "attempts": job.queue_attempts,
             "exit": format_exit(job.exit_code, job.signal), "reason": job.reason}
 
 

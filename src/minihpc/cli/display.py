@@ -68,8 +68,10 @@ def show_lines(job: Job) -> list[str]:
         ("JobId", job.id), ("ArrayJobId", job.array_job_id), ("ArrayTaskId", job.array_task_id),
         ("JobName", job.name), ("UserId", job.user), ("JobState", job.state.value),
         ("Reason", job.reason), ("ExitCode", format_exit(job.exit_code, job.signal)),
-        ("Priority", job.priority.value), ("Attempts", job.attempts), ("NumNodes", len(job.nodes) or job.node_range),
-        ("NodeRange", job.node_range if job.max_nodes else None),
+        ("Priority", job.priority.value), ("Attempts", job.queue_attempts),
+        ("NumNodes", len(job.nodes) or job.node_range),
+        ("NodeRange", f"{job.node_range}{' (elastic)' if job.elastic else ''}" if job.max_nodes else None),
+        ("Resizes", job.resizes if job.elastic else None),
         ("NtasksPerNode", job.tasks_per_node), ("NodeList", ",".join(job.nodes) or "(null)"),
         ("TimeLimit", format_duration(job.time_limit)), ("Requeues", job.requeues),
         ("Dependency", dependencies.to_text(job.dependency)),
@@ -78,7 +80,7 @@ def show_lines(job: Job) -> list[str]:
         ("Script", f"{job.script} (sha256 {job.script_sha256[:12]})"), ("WorkDir", job.workdir),
     ]
     return [f"{key:>14} = {value}" for key, value in rows
-            if key not in ("ArrayJobId", "ArrayTaskId", "NodeRange") or value is not None]
+            if key not in ("ArrayJobId", "ArrayTaskId", "NodeRange", "Resizes") or value is not None]
 
 
 HISTORY_HEADERS = ["JOBID", "JOBNAME", "USER", "STATE", "EXITCODE", "ELAPSED", "NNODES", "NODELIST", "ATTEMPTS"]
@@ -88,7 +90,7 @@ def history_rows(jobs: list[Job], now: float) -> list[list[str]]:
     return [
         [j.array_name, j.name[:20], j.user[:10], j.state.value, format_exit(j.exit_code, j.signal),
          format_elapsed(elapsed(j, now)), str(len(j.nodes) or j.nodes_requested),
-         compress_hostlist(j.nodes) or "None assigned", str(j.attempts)]
+         compress_hostlist(j.nodes) or "None assigned", str(j.queue_attempts)]
         for j in jobs
     ]
 

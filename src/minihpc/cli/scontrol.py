@@ -124,7 +124,7 @@ def job_lines(job: Job, now: float, stdout: str, stderr: str | None = None) -> l
         [("UserId", user_id(job.user))],
         [("Priority", job.priority.value)],
         [("JobState", job.state.value), ("Reason", job.reason), ("Dependency", dependency)],
-        [("Requeue", 1), ("Restarts", max(job.attempts - (0 if pending else 1), 0)), ("BatchFlag", 1),
+        [("Requeue", 1), ("Restarts", max(job.queue_attempts - (0 if pending else 1), 0)), ("BatchFlag", 1),
          ("ExitCode", "0:0" if job.exit_code is None else format_exit(job.exit_code, job.signal))],
         [("RunTime", format_elapsed(client_jobs.elapsed(job, now))), ("TimeLimit", time_limit(job.time_limit))],
         [("SubmitTime", timestamp(job.submitted_at))],

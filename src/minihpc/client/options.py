@@ -94,10 +94,7 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--signal", default=None, metavar="[B:]SIG[@SECS]",
                    help="send SIG SECS seconds (default 60) before the time limit: to every task, or B: the batch shell")
     p.add_argument("--begin", default=None, metavar="TIME", help="do not start before TIME (now+60, 16:00, 2026-12-01T08:00)")
-    p.add_argument("--requeue", dest="requeue", action="store_const", const=True, default=None,
-                   help="a node failure sends the job back to the queue (the default)")
-    p.add_argument("--no-requeue", dest="requeue", action="store_const", const=False,
-                   help="never requeue: a node failure ends the job NODE_FAIL")
+    _failure_options(p)
     p.add_argument("--cold", action="store_const", const=True, default=None,
                    help="start a new interpreter for the job instead of forking it from the node's warm launcher")
     p.add_argument("--mem", default=None, help="memory each node must have (4G, 512M; a bare number is MB)")
@@ -125,6 +122,18 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                    help="submit the job held: it starts only once released (scontrol release ID)")
     p.add_argument("--progress-timeout", default=None,
                    help="watchdog: requeue the job when its progress reports stop for this long (like --time)")
+
+
+def _failure_options(p: argparse.ArgumentParser) -> None:
+    """What a node failure does to the job: requeue it, or (elastic) go on without the node."""
+    p.add_argument("--requeue", dest="requeue", action="store_const", const=True, default=None,
+                   help="a node failure sends the job back to the queue (the default)")
+    p.add_argument("--no-requeue", dest="requeue", action="store_const", const=False,
+                   help="never requeue: a node failure ends the job NODE_FAIL")
+    p.add_argument("--elastic", action="store_const", const=True, default=None,
+                   help="with -N MIN-MAX: go on with the nodes left when one fails or is drained (MIN at "
+                        "least), and take nodes back up to MAX when they come free; each change restarts "
+                        "the ranks from their checkpoint (docs/jobs.md, Elastic jobs)")
 
 
 @dataclass
@@ -181,6 +190,9 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         if given_total:
             raise UsageError(f"{given_total[0]} with a node range (-N {nodes}-{most}): give it per node "
                              f"(--ntasks-per-node, --gpus-per-node), as every node gets the same share")
+    if pick("elastic") and most <= nodes:
+        raise UsageError(f"--elastic needs a node range to change size within (-N MIN-MAX, e.g. -N {nodes}-"
+                         f"{nodes + 1}), got -N {nodes}")
     tpn = tasks_per_node(nodes, pick("ntasks"), pick("ntasks_per_node"))
     progress_timeout, dependency = pick("progress_timeout"), pick("dependency")
     return Request(
@@ -206,6 +218,7 @@ def request(given: argparse.Namespace, header: Header, *, script: str, text: str
         begin_at=parse_slurm_time(pick("begin"), time.time() if now is None else now, "--begin")
         if pick("begin") else None,
         requeue=pick("requeue", True),
+        elastic=bool(pick("elastic", False)),
         cold=bool(pick("cold", False)),
         mem_bytes=node_memory(pick("mem"), pick("mem_per_cpu"), tpn * int(pick("cpus_per_task", 1))),
         gpus=node_gpus(pick("gres"), pick("gpus_per_node"), pick("gpus"), pick("gpus_per_task"), nodes, tpn),

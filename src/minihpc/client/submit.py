@@ -48,6 +48,7 @@ class Request:
     warn_signal: str = ""
     begin_at: float | None = None
     requeue: bool = True
+    elastic: bool = False  # --elastic: with a range, it changes size while it runs (core.elastic)
     cold: bool = False
     mem_bytes: int = 0
     gpus: int = 0
@@ -205,6 +206,7 @@ def requested(request: Request, **where) -> Job:
         warn_signal=request.warn_signal,
         begin_at=request.begin_at,
         requeue=request.requeue,
+        elastic=request.elastic,
         cold=request.cold,
         mem_bytes=request.mem_bytes,
         gpus=request.gpus,

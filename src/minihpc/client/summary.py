@@ -41,7 +41,7 @@ def summarize(job: Job, report: dict | None, marks: dict[int, dict], series: lis
         "state_code": job.state.code, "step": step, "total": total,
         "percent": min(100.0, 100.0 * step / total) if step is not None and total else None,
         "loss": report.get("loss"), "samples_per_second": report.get("samples_per_second"),
-        "eta_seconds": eta, "attempts": job.attempts, "requeues": job.requeues,
+        "eta_seconds": eta, "attempts": job.queue_attempts, "requeues": job.requeues, "resizes": job.resizes,
         "loss_history": loss_history(series),
         "attempt_marks": {str(a): m for a, m in sorted(marks.items())},
         "incidents": incidents,

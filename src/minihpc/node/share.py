@@ -170,8 +170,9 @@ def _run_ranks(spec: LaunchSpec, port: int, store: Store, settings: Settings, sh
     try:
         with _failing(f"cannot write the job log {spec.log_path}"):
             out.write(
-                f"=== {joblog.stamp()} job {spec.job_id} attempt {spec.attempt} on {spec.node} (node rank "
-                f"{spec.node_rank} of {spec.nnodes}, "
+                f"=== {joblog.stamp()} job {spec.job_id} attempt {spec.attempt - spec.resizes} on {spec.node} "
+                f"(node rank {spec.node_rank} of {spec.nnodes}, "
+                f"{f'elastic {spec.elastic}, resize {spec.resizes}, ' if spec.elastic else ''}"
                 f"{'batch script' if spec.launch == BATCH else f'master {spec.master_addr}:{port}'}) ===\n".encode()
             )
             if job_output.log_line(spec):  # -o/-e: the job's output is not in this log; say where it is

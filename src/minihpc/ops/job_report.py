@@ -114,7 +114,7 @@ def write(store: Store, job_id: int, out: Path) -> Path:
     lines = [
         f"# Job {job_id}: {job.name}",
         "",
-        f"- State: **{job.state.value}** after {job.attempts} attempt(s), {job.requeues} requeue(s); nodes "
+        f"- State: **{job.state.value}** after {job.queue_attempts} attempt(s), {job.requeues} requeue(s); nodes "
         f"{', '.join(job.nodes) or '-'}",
         f"- Steps: {int(final['step']) if final else '-'}"
         + (f" of {int(final['total'])}" if final and final.get("total") else "")

@@ -22,6 +22,7 @@ function renderJob(j) {
     ['priority', j.priority], ['nodes', j.nodes && j.nodes.length ? j.nodes.join(',') : '-'],
     ['requested', `${j.node_range ?? j.nodes_requested} node(s) × ${j.tasks_per_node} task(s)`],
     ['attempts', String(j.attempts)], ['requeues', String(j.requeues)],
+    ['elastic', j.elastic ? `${(j.nodes || []).length} node(s) now within ${j.node_range}, ${j.resizes} resize(s)` : '-'],
     ['submitted', fmtDateTime(j.submitted_at)], ['started', fmtDateTime(j.started_at)],
     ['ended', fmtDateTime(j.ended_at)], ['elapsed', fmtElapsed(j.elapsed)], ['time limit', fmtLimit(j.time_limit)],
     ['args', (j.args || []).join(' ') || '-'], ['dependency', (j.dependency || []).map((d) => (typeof d === 'number' ? `afterok:${d}` : d)).join(',') || '-'],
