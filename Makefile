@@ -57,15 +57,15 @@ token: ## An API token for the REST API and web page: make token [USER=name] [AD
 
 ##@ Jobs
 .PHONY: submit queue logs cancel history prepare-data validate-model
-submit: ## Submit a job: make submit JOB=jobs/hello.py [TREE=dir JOB's folder to bring] [NODES=3] [PRIORITY=high] [ARGS='...'] (unset: the script's own #SBATCH/#MINIHPC lines)
+submit: ## Submit a job: make submit JOB=jobs/hello.py [TREE=dir JOB's folder to bring] [NODES=3] [PRIORITY=high] [SUBMIT_OPTS='--elastic ...' more submit options] [ARGS='...'] (unset: the script's own #SBATCH/#MINIHPC lines)
 	@if [ -z "$(JOB)" ]; then echo "usage: make submit JOB=path/to/script.py [TREE=dir] [NODES=n] [PRIORITY=high|normal|low] [ARGS='...']" >&2; exit 2; fi
 	@if [ ! -f "$(JOB)" ]; then echo "make submit: error: script '$(JOB)' does not exist" >&2; exit 2; fi
 	@if [ -n "$(TREE)" ] && [ ! -d "$(TREE)" ]; then echo "make submit: error: TREE '$(TREE)' is not a directory" >&2; exit 2; fi
 	$(NEED_COMPOSE)
 ifneq ($(TREE),)
-	@tar -C "$(TREE)" --exclude=.git --exclude=__pycache__ --exclude=.venv -czf - . | $(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --tree - "$$(realpath --relative-to="$(TREE)" "$(JOB)")" $(ARGS)
+	@tar -C "$(TREE)" --exclude=.git --exclude=__pycache__ --exclude=.venv -czf - . | $(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) $(SUBMIT_OPTS) --tree - "$$(realpath --relative-to="$(TREE)" "$(JOB)")" $(ARGS)
 else
-	@$(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
+	@$(COMPOSE) exec -T control minihpc submit $(if $(NODES),-N $(NODES)) $(if $(PRIORITY),--priority $(PRIORITY)) $(SUBMIT_OPTS) --script-name $(notdir $(JOB)) - $(ARGS) < $(JOB)
 endif
 
 queue: ## Pending and running jobs.
@@ -218,9 +218,10 @@ bench-scale: venv ## The control plane against size, on simulated nodes: NODES (
 bench-tenancy: venv ## On Compose: submit -> first barrier of a 3-node job with every job as one account vs each as its owner (SAMPLES, 5).
 	@$(PY) scripts/bench_tenancy.py
 
-bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events; then kills with a node to spare.
+bench-recovery: venv ## Only the recovery benchmark: DRILLS (5) each of kill, stop, pause (disconnect), heartbeats only vs crash events; then kills with a node to spare; then a fixed-size job beside an elastic one.
 	@$(PY) scripts/bench_recovery.py $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 	@$(PY) scripts/bench_recovery.py --spare --kinds kill $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
+	@$(PY) scripts/bench_recovery.py --elastic $(if $(DRILLS),--drills $(DRILLS)) $(if $(CLUSTER),--cluster $(CLUSTER))
 
 bench-demo: ## The first make demo as on a fresh machine, then a second: DELETES minihpc's images, volumes, venv and caches first (FRESH=1).
 	$(NEED_COMPOSE)

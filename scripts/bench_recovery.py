@@ -24,6 +24,16 @@ does, rather than wait for the very node that failed to come back (a killed cont
 back in ~1.5 s but must then import torch again before its rank can fork). Written to
 recovery-spare.{json,md}.
 
+--elastic: the same drills, side by side, on a fixed-size 3-node job and an elastic one
+(``--elastic -N 2-3``, the MNIST job's --elastic), both with crash events (issue 36). The
+elastic job goes on with the two nodes left instead of waiting for the node: "resumed" is its
+first step on them; "grew back" is when it took the node back once the node was back (each
+drill starts with the job on all three). Goals (p95): resumed <= 5 s; steps lost 0 where the
+survivors save the step they hold (a kill: their collective fails and minihpc.elastic.rescue
+saves; a stop: SIGTERM and preempt), else at most one checkpoint interval (a pause or a
+disconnect hangs the survivors' collective until the cluster ends it). Written to
+recovery-elastic.{json,md}.
+
 Writes bench/results/recovery.json and recovery.md and prints the table.
 """
 
@@ -55,6 +65,10 @@ CHECKPOINT_EVERY = 5
 DRIFT = 1.35
 """Timings drift 20-35% within an hour here: 'no worse' allows that much."""
 PHASES = {"heartbeats only": {"MINIHPC_CRASH_EVENTS": "0"}, "events": {"MINIHPC_CRASH_EVENTS": "1"}}
+ELASTIC_PHASES = {"fixed-size": {"MINIHPC_CRASH_EVENTS": "1"}, "elastic": {"MINIHPC_CRASH_EVENTS": "1"}}
+"""--elastic: the same cluster settings; the job differs (see Shape)."""
+ELASTIC_GOAL = 5.0
+"""p95 seconds from the fault to the elastic job's first step on the nodes left."""
 FIGURES = ("detected", "back", "resumed", "steps_lost")
 KINDS = ("kill", "stop", "pause", "disconnect")
 """Every drill this bench runs; disconnect on Compose only."""
@@ -66,6 +80,20 @@ ENDURANCE = {"MINIHPC_RESTART_BUDGET": "1000", "MINIHPC_MAX_REQUEUES": "1000"}
 
 def docker_answers() -> bool:
     return shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+class Shape:
+    """The drilled job: ``nodes`` fixed, or an elastic range (``-N 2-3 --elastic``)."""
+
+    def __init__(self, nodes: int, elastic: bool = False):
+        self.nodes, self.elastic = nodes, elastic
+
+    def args(self, epochs: int) -> list[str]:
+        return ["--epochs", str(epochs), "--checkpoint-every", str(CHECKPOINT_EVERY), *(["--elastic"] if self.elastic else [])]
+
+    @property
+    def range(self) -> str:
+        return f"{self.nodes - 1}-{self.nodes}" if self.elastic else str(self.nodes)
 
 
 class ComposeBench:
@@ -86,9 +114,9 @@ class ComposeBench:
         store = Store(connect(f"redis://cli:{password}@127.0.0.1:{self.env['REDIS_PORT']}/0"))
         return store, faults.ComposeFaults(PROJECT)
 
-    def submit(self, epochs: int, nodes: int) -> int:
-        out = self.make("submit", "JOB=jobs/train_mnist_distributed.py", f"NODES={nodes}",
-                        f"ARGS=--epochs {epochs} --checkpoint-every {CHECKPOINT_EVERY}")
+    def submit(self, epochs: int, shape: Shape) -> int:
+        out = self.make("submit", "JOB=jobs/train_mnist_distributed.py", f"NODES={shape.range}",
+                        *(["SUBMIT_OPTS=--elastic"] if shape.elastic else []), f"ARGS={' '.join(shape.args(epochs))}")
         return int(out.split()[-1])
 
     def stop(self) -> None:
@@ -109,27 +137,30 @@ class LocalBench:
         self.store = Store(connect(url))
         return self.store, faults.LocalFaults(self.state)
 
-    def submit(self, epochs: int, nodes: int) -> int:
+    def submit(self, epochs: int, shape: Shape) -> int:
         from minihpc.client.submit import Request, submit
 
         script = ROOT / "jobs" / "train_mnist_distributed.py"
-        return submit(self.store, Request(script=str(script), nodes=nodes,
-                                          args=["--epochs", str(epochs), "--checkpoint-every", str(CHECKPOINT_EVERY)])).id
+        least = shape.nodes - 1 if shape.elastic else shape.nodes
+        return submit(self.store, Request(script=str(script), nodes=least, max_nodes=shape.nodes if shape.elastic else 0,
+                                          elastic=shape.elastic, args=shape.args(epochs))).id
 
     def stop(self) -> None:
         local.down(self.state, log=lambda *_: None)
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def ready(store: Store, job_id: int, steps: int = 8, timeout: float = 300) -> None:
-    """Wait until the job's current attempt has trained ``steps`` steps (so it has checkpointed)."""
+def ready(store: Store, job_id: int, steps: int = 8, timeout: float = 300, nodes: int = 0) -> None:
+    """Wait until the job's current attempt has trained ``steps`` steps (so it has checkpointed),
+    on ``nodes`` nodes at least (an elastic job that grew back)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         job = store.get_job(job_id)
         if job.state.value not in ("RUNNING", "PENDING"):
             raise SystemExit(f"bench: job {job_id} ended ({job.state.value}); see its logs")
         marks = store.attempt_steps(job_id).get(job.attempts, {})
-        if job.state.value == "RUNNING" and "first" in marks and marks["last"]["step"] - marks["first"]["step"] >= steps:
+        if (job.state.value == "RUNNING" and len(job.nodes) >= nodes and "first" in marks
+                and marks["last"]["step"] - marks["first"]["step"] >= steps):
             return
         time.sleep(0.2)
     raise SystemExit(f"bench: job {job_id} made no progress for {timeout:.0f}s")
@@ -189,17 +220,18 @@ def target(store: Store, job_id: int, i: int, spare: bool) -> str:
 
 
 def drill_phase(kind_of_cluster: str, env: dict[str, str], kinds: list[str], drills: int, hold: float,
-                spare: bool = False) -> dict:
+                spare: bool = False, shape: Shape | None = None) -> dict:
     """One cluster, one job, ``drills`` drills of each of ``kinds``: the raw figures by kind."""
     bench = ComposeBench(env) if kind_of_cluster == "compose" else LocalBench(env)
     raw: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    shape = shape or Shape(2 if spare else 3)
     try:
         store, injector = bench.start()
-        job_id = bench.submit(epochs=100000, nodes=2 if spare else 3)
+        job_id = bench.submit(100000, shape)
         faults_at: list[tuple[float, str]] = []
         for i in range(drills * len(kinds)):
             kind = kinds[i % len(kinds)]
-            ready(store, job_id)
+            ready(store, job_id, nodes=shape.nodes)
             node = target(store, job_id, i // len(kinds), spare)
             # With a node to spare, the job moves to the node hit by the drill before: it must be
             # back and warm first, or a drill would measure a second fault during a recovery.
@@ -211,23 +243,66 @@ def drill_phase(kind_of_cluster: str, env: dict[str, str], kinds: list[str], dri
             store.undrain(node)
             d = drill.run(store, injector, kind, node, job_id, duration=hold, timeout=120, log=lambda *_: None)
             print(f"  {i + 1:>2}. {kind:<10} {node}: detected {d.detected}, back {d.back}, resumed {d.resumed}, "
-                  f"steps lost {d.steps_lost}" + (f" ({'; '.join(d.notes)})" if d.notes else ""), flush=True)
+                  f"steps lost {d.steps_lost}" + (f", continued on {d.continued_on}, grew back {d.grew_back}"
+                                                  if d.continued_on else "")
+                  + (f" ({'; '.join(d.notes)})" if d.notes else ""), flush=True)
             raw[kind].append(d.to_dict())
     finally:
         bench.stop()
     return raw
 
 
-def figures(raw: dict[str, list[dict]]) -> dict:
+def figures(raw: dict[str, list[dict]], names: tuple[str, ...] = FIGURES) -> dict:
     out = {}
     for kind, items in raw.items():
         out[kind] = {}
-        for name in FIGURES:
+        for name in names:
             values = [float(d[name]) for d in items if d[name] is not None]
             if len(values) < len(items):
                 raise SystemExit(f"bench: {len(items) - len(values)} {kind} drills never measured {name}: {items}")
             out[kind][name] = summary(values)
     return out
+
+
+def elastic_verdict(kind: str, figure: str, fixed: float, elastic: float) -> tuple[str, str]:
+    """(goal, verdict) of one row of the elastic table, from the p95s."""
+    if figure == "resumed":
+        return f"<= {ELASTIC_GOAL:g} s", "met" if elastic <= ELASTIC_GOAL else "MISSED"
+    if figure == "steps_lost":
+        most = 0 if kind in ("kill", "stop") else CHECKPOINT_EVERY - 1
+        return f"<= {most}", "met" if elastic <= most else "MISSED"
+    if figure == "grew_back":
+        return "the node taken back", "met"
+    return f"<= fixed-size x{DRIFT:g}", "met" if elastic <= max(fixed, 0.05) * DRIFT else "WORSE"
+
+
+def elastic_table(results: dict) -> str:
+    lines = ["| drill | figure | n | fixed-size p50 / p95 | elastic p50 / p95 | goal p95 | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for kind, rows in results["phases"]["elastic"].items():
+        for name, s in rows.items():
+            f = results["phases"]["fixed-size"][kind].get(name)
+            unit, fmt = ("", ".0f") if name == "steps_lost" else (" (s)", ".2f")
+            fixed = f"{f['p50']:{fmt}} / {f['p95']:{fmt}}" if f else "-"
+            goal, verdict_ = elastic_verdict(kind, name, f["p95"] if f else 0.0, s["p95"])
+            lines.append(f"| {kind} | {name.replace('_', ' ')}{unit} | {s['n']} | {fixed} | {s['p50']:{fmt}} / "
+                         f"{s['p95']:{fmt}} | {goal} | {verdict_} |")
+    return "\n".join(lines)
+
+
+def elastic_main(args, kind_of_cluster: str, kinds: list[str]) -> int:
+    """--elastic: the drills on a fixed-size job, then on an elastic one, on fresh clusters."""
+    results = {"cluster": kind_of_cluster, "drills_per_kind": args.drills, "hold": args.hold, "job_nodes": 3,
+               "phases": {}, "raw": {}}
+    for phase, env in ELASTIC_PHASES.items():
+        elastic = phase == "elastic"
+        print(f"recovery, {phase} job: {args.drills} drills each of {', '.join(kinds)}, {kind_of_cluster} cluster...",
+              flush=True)
+        raw = drill_phase(kind_of_cluster, env, kinds, args.drills, args.hold, shape=Shape(3, elastic))
+        results["raw"][phase] = raw
+        results["phases"][phase] = figures(raw, ("detected", "resumed", "steps_lost", *(("grew_back",) if elastic else ())))
+    write_results(Path(args.out), "recovery-elastic", results, elastic_table(results))
+    return 0
 
 
 def main() -> int:
@@ -238,6 +313,7 @@ def main() -> int:
     p.add_argument("--hold", type=float, default=10.0, help="seconds a pause or disconnect lasts")
     p.add_argument("--kinds", help="comma-separated drills (default: kill,stop,pause and, on Compose, disconnect)")
     p.add_argument("--spare", action="store_true", help="the job runs on 2 of the 3 nodes: a node to spare")
+    p.add_argument("--elastic", action="store_true", help="a fixed-size job beside an elastic one (-N 2-3)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
     kind_of_cluster = args.cluster or ("compose" if docker_answers() else "local")
@@ -245,6 +321,8 @@ def main() -> int:
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         p.error(f"--kinds: no drill {', '.join(unknown)} ({', '.join(KINDS)})")
+    if args.elastic:
+        return elastic_main(args, kind_of_cluster, kinds)
     results = {"cluster": kind_of_cluster, "drills_per_kind": args.drills, "hold": args.hold, "spare": args.spare,
                "job_nodes": 2 if args.spare else 3, "phases": {}, "raw": {}}
     for phase, env in PHASES.items():

@@ -89,8 +89,9 @@ class ComposeCluster:
             self.prepared = self.make("prepare-data").stdout
         return self.prepared
 
-    def submit(self, job, nodes=1, args="") -> int:
-        out = self.make("submit", f"JOB={job}", f"NODES={nodes}", *([f"ARGS={args}"] if args else [])).stdout
+    def submit(self, job, nodes=1, args="", options="") -> int:
+        out = self.make("submit", f"JOB={job}", f"NODES={nodes}", *([f"ARGS={args}"] if args else []),
+                        *([f"SUBMIT_OPTS={options}"] if options else [])).stdout
         match = re.search(r"Submitted batch job (\d+)", out)
         assert match, out
         return int(match.group(1))

@@ -90,3 +90,48 @@ def test_below_its_minimum_an_elastic_job_is_requeued_as_a_fixed_size_one(idle_c
     kinds = {i["kind"] for i in incidents(c, job_id, killed_at)}
     assert "requeued" in kinds and "resized" not in kinds, kinds
     c.cli("cancel", job_id, blocker)
+
+
+def test_the_mnist_jobs_losses_through_a_shrink_and_a_growth_are_one_processs_on_the_same_batches(idle_cluster,
+                                                                                                  tmp_path):
+    """--elastic keeps the global batch (4 x 3 ranks) whatever the size: a run drained to two
+    nodes and grown back to three trains every step once (the drain and the growth end each
+    launch with SIGTERM: the ranks agree on a step and save it, so nothing is trained twice),
+    and in float64 its losses are one process's on batches of 12 to rounding (float32 rounds
+    differently when the batch is summed in other pieces: test_balanced_ddp)."""
+    import subprocess
+    import sys
+
+    from tests.integration.test_balanced_ddp import PREPARE, TRAIN, logged, torchrun
+
+    c = idle_cluster
+    subprocess.run([sys.executable, str(PREPARE), "--root", str(tmp_path / "data"), "--source", "digits"],
+                   check=True, capture_output=True)
+    common = ["--elastic", "--double", "--epochs", 4, "--data-root", tmp_path / "data", "--checkpoint-every", 100000]
+    job_id = c.submit("--elastic", "-N", "2-3", TRAIN, *common, "--batch-size", 4, "--loss-log", "loss.txt")
+    log = c.state_dir / "shared" / "models" / f"job-{job_id}" / "loss.txt"
+    trained = lambda: len(log.read_text().splitlines()) if log.exists() else 0  # noqa: E731
+    wait_until(lambda: running_on(c, job_id, 3) and trained() >= 40, timeout=120, message="40 steps on three nodes")
+    c.cli("nodes", "--drain", "worker-node-2", "--reason", "elastic test")
+    try:
+        at = trained()
+        wait_until(lambda: running_on(c, job_id, 2) and trained() >= at + 40, timeout=60,
+                   message="40 more steps on two nodes")
+    finally:
+        c.cli("nodes", "--resume", "worker-node-2")
+    wait_until(lambda: running_on(c, job_id, 3), timeout=60, message="the job grown back to three nodes")
+    job = c.wait(job_id, timeout=180)
+    assert job["state"] == "COMPLETED" and job["resizes"] == 2 and job["attempts"] == 1, \
+        (job, c.cli("logs", job_id).stdout[-3000:])
+    lines = [line.split() for line in log.read_text().splitlines()]
+    steps = [int(step) for _, step, _ in lines]
+    assert steps == list(range(1, len(steps) + 1)), "a step trained twice or skipped"
+    assert len({launch for launch, _, _ in lines}) == 3  # three launches: 3 nodes, 2, 3 again
+    one = torchrun(1, *common, "--batch-size", 12, "--checkpoint-dir", tmp_path / "ck1",
+                   "--loss-log", tmp_path / "one.txt", cwd=tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    elastic_run, whole = logged(log), logged(tmp_path / "one.txt")
+    assert sorted(elastic_run) == sorted(whole)
+    worst = max(abs(elastic_run[s] - whole[s]) for s in whole)
+    print(f"\nelastic MNIST, float64, through a shrink and a growth: max loss difference from one process {worst:.2e}")
+    assert worst <= 1e-9, worst

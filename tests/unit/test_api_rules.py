@@ -84,5 +84,9 @@ def test_fields_become_the_flags_submit_parses():
         "--mem=4G", "--no-requeue", "--array=0-3%2"]
     with pytest.raises(UsageError, match="field 'requeue' must be true or false"):
         options_argv({"requeue": "no"})
+    assert options_argv({"nodes": "2-3", "elastic": True}) == ["--nodes=2-3", "--elastic"]
+    assert options_argv({"nodes": "2-3", "elastic": False}) == ["--nodes=2-3"]
+    with pytest.raises(UsageError, match="field 'elastic' must be true or false"):
+        options_argv({"elastic": 1})
     with pytest.raises(UsageError, match="must be a number or a string"):
         options_argv({"nodes": [1]})

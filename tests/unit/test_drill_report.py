@@ -118,3 +118,18 @@ def test_report_splits_loss_by_attempt_and_step_time_by_rank():
     assert phases_by_rank(series) == {"rank 0": {"forward": pytest.approx(0.02), "data": pytest.approx(0.02)},
                                       "rank 1": {"forward": pytest.approx(0.03)}}
     assert attempt_spans(series) == [("attempt 1", 10.0, 10.1), ("attempt 2", 30.0, 30.0)]
+
+
+def test_an_elastic_job_continued_on_the_nodes_left_and_the_drill_waits_until_it_grew_back():
+    steps = {1: {"first": mark(1, -30), "last": mark(40, -0.1)}, 2: {"first": mark(41, 1.9), "last": mark(60, 9)}}
+    shrunk = {"kind": "resized", "at": T + 0.2, "node": "worker-node-1", "job": 7, "nodes": 2, "was": 3, "grew": False}
+    seen = [incident("down", 0.1), shrunk, incident("back", 0.5)]
+    d = summarize(Drill("kill", "worker-node-1", 7, T, attempt=1, job_state="RUNNING"), seen, steps)
+    assert (d.continued_on, d.resumed, d.resumed_from, d.steps_lost) == (2, pytest.approx(1.9), 40, 0)
+    assert d.grew_back is None and not finished(d)  # the node is back; the job has not taken it yet
+    grown = dict(shrunk, at=T + 12.5, nodes=3, was=2, grew=True)
+    summarize(d, [*seen, grown], steps)
+    assert d.grew_back == pytest.approx(12.5) and finished(d)
+    text = format_drill(d)
+    assert "continued on 2 nodes after 1.90s (job 7, no requeue, from step 40)" in text, text
+    assert "grew back     12.50s" in text and "steps lost    0" in text

@@ -104,7 +104,7 @@ def settle(store: Store, spec: LaunchSpec, share) -> NodeResult:
         result, stopped = share()
     except Exception as exc:  # noqa: BLE001 - the node must report, whatever broke
         result, stopped = _broken(store, spec, exc), None
-    if stopped is Stop.NODE_SHUTTING_DOWN:
+    if stopped is Stop.NODE_SHUTTING_DOWN and not spec.elastic:  # an elastic job: the master shrinks it
         try:
             retrying(
                 store.transition, spec.job_id, JobState.NODE_FAIL, f"node {spec.node} shut down",

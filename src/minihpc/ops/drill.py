@@ -9,7 +9,11 @@ itself recorded, so a drill measures the product, not the drill:
   per attempt), and the step it resumed from; for a job that reports no progress (the interrupted
   attempt reported no step), the next attempt's start (kept per attempt) -- there is no training
   step to wait for, and ``resumed_by`` says which of the two was measured;
-- steps lost: steps the interrupted attempt had trained beyond the checkpoint it resumed from.
+- steps lost: steps the interrupted attempt had trained beyond the checkpoint it resumed from;
+- for an elastic job (``--elastic``), which goes on without the node instead of being requeued:
+  the nodes it continued on (its "resized" incident) and when it grew back onto the node once
+  that was back. Its launches are counted as attempts are (``Job.attempts``), so "resumed" is
+  the first step of the launch on the nodes left.
 
 ``summarize`` is a pure function of those records; ``run`` is the thin loop that polls them and
 returns as soon as every figure is in.
@@ -56,6 +60,10 @@ class Drill:
     """redis-restart: when Redis answered again."""
     kept_running: bool | None = None
     """redis-restart: the job trained on in the same attempt after Redis was back."""
+    continued_on: int | None = None
+    """An elastic job: the nodes it went on with, without the node (None: it was requeued)."""
+    grew_back: float | None = None
+    """An elastic job: when it took the node back (its growth, from the fault)."""
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -79,6 +87,13 @@ def summarize(drill: Drill, incidents: list[dict], steps: dict[int, dict[str, di
         drill.back = None if back is None else back["at"] - drill.fault_at
     if drill.job is None or drill.attempt is None:
         return drill
+    resized = sorted((i for i in incidents if i.get("job") == drill.job and i["kind"] == "resized"
+                      and i["at"] >= drill.fault_at), key=lambda i: i["at"])
+    shrunk = next((i for i in resized if not i.get("grew")), None)
+    if shrunk is not None:
+        drill.continued_on = shrunk.get("nodes")
+        grew = next((i for i in resized if i.get("grew") and i["at"] >= shrunk["at"]), None)
+        drill.grew_back = None if grew is None else grew["at"] - drill.fault_at
     last = steps.get(drill.attempt, {}).get("last")
     drill.last_step = None if last is None else int(last["step"])
     later = sorted(a for a in steps if a > drill.attempt and "first" in steps[a])
@@ -106,7 +121,9 @@ def finished(drill: Drill) -> bool:
         node_done = drill.detected is not None and drill.back is not None
     job_done = (drill.job is None or drill.resumed is not None or bool(drill.kept_running)
                 or drill.job_state not in (None, "RUNNING", "PENDING"))
-    return node_done and job_done
+    # An elastic job that went on without the node takes it back once it is: wait for that too.
+    regrown = drill.continued_on is None or drill.grew_back is not None or drill.job_state != "RUNNING"
+    return node_done and job_done and regrown
 
 
 def running_job_on(store: Store, node: str | None) -> int | None:
@@ -185,6 +202,12 @@ def format_drill(d: Drill) -> str:
     elif d.kept_running:
         lines.append(f"  job           kept running (job {d.job}, attempt {d.attempt}, no requeue)")
         lines.append("  steps lost    0")
+    elif d.continued_on is not None:
+        lines.append(f"  job           continued on {d.continued_on} nodes after {_secs(d.resumed)} (job {d.job}, "
+                     f"no requeue, from step {'-' if d.resumed_from is None else d.resumed_from})")
+        lines.append(f"  grew back     {_secs(d.grew_back)}" + (" (onto the node, once it was back)"
+                                                                if d.grew_back is not None else ""))
+        lines.append(f"  steps lost    {'-' if d.steps_lost is None else d.steps_lost}")
     else:
         lines.append(f"  job resumed   {_secs(d.resumed)}  ({_resume(d)})")
         lines.append(f"  steps lost    {'-' if d.steps_lost is None else d.steps_lost}"
