@@ -175,7 +175,7 @@ def add_pending(store, job_id: int, nodes: int = 2) -> None:
 
 
 HEAVY_FIRST = ("test_validate.py", "test_drill.py", "test_validator_spec.py", "test_balanced_ddp.py",
-               "test_slurm_oracle.py", "test_requeue.py", "test_observability.py")
+               "test_slurm_oracle.py", "test_requeue.py", "test_observability.py", "test_elastic.py")
 """Files whose tests take minutes (a clean-clone CI's JUnit report, 2026-11-27): handed to the
 parallel workers first (--dist loadfile gives out whole files in collection order), so the
 tier does not end with one worker running a long file while the others are idle."""

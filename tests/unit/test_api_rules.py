@@ -58,6 +58,9 @@ def test_a_summary_says_progress_and_eta_of_the_current_attempt():
     ended = summarize(job(state=JobState.COMPLETED), {"step": 30, "total": 50}, marks, [], [])
     assert ended["eta_seconds"] is None
     assert summarize(job(), None, {}, [], [])["step"] is None
+    resized = [{"kind": "resized", "at": 110.0, "job": 1, "nodes": 2, "was": 3, "launch": 3},
+               {"kind": "down", "at": 109.0, "job": None}]
+    assert summarize(job(), None, marks, [], resized)["launch_nodes"] == {"3": 2}  # an elastic job's size by launch
 
 
 def test_owners_and_admins_may_change_a_job_others_may_not():

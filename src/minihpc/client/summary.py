@@ -44,6 +44,9 @@ def summarize(job: Job, report: dict | None, marks: dict[int, dict], series: lis
         "eta_seconds": eta, "attempts": job.queue_attempts, "requeues": job.requeues, "resizes": job.resizes,
         "loss_history": loss_history(series),
         "attempt_marks": {str(a): m for a, m in sorted(marks.items())},
+        # An elastic job's launches after a resize, by launch (the marks' keys): its size over time.
+        "launch_nodes": {str(i["launch"]): i["nodes"] for i in incidents
+                         if i.get("kind") == "resized" and "launch" in i and "nodes" in i},
         "incidents": incidents,
     }
 

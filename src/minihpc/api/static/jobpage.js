@@ -45,7 +45,8 @@ function renderTimeline(s) {
   const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'timeline-svg', role: 'img', 'aria-label': 'attempts timeline' });
   marks.forEach((m, k) => {
     const y = top + k * rowH;
-    g.append(svg('text', { x: 4, y: y + 14, class: 'tl-label' }, `attempt ${m.n}`));
+    const size = (s.launch_nodes || {})[m.n];  // an elastic job's launch after a resize: its nodes
+    g.append(svg('text', { x: 4, y: y + 14, class: 'tl-label' }, size ? `${m.n}: ${size} nodes` : `attempt ${m.n}`));
     g.append(svg('rect', { x: x(m.first.at), y: y + 3, width: Math.max(3, x(m.last.at) - x(m.first.at)),
       height: rowH - 8, class: 'tl-bar', 'data-attempt': m.n }, svg('title', {}, `attempt ${m.n}: steps ` +
       `${m.first.step}–${m.last.step}, ${fmtClock(m.first.at)}–${fmtClock(m.last.at)}`)));
