@@ -99,8 +99,10 @@ def test_an_elastic_job_goes_on_without_a_cut_off_worker_and_takes_it_back_once_
     --elastic): the job does not wait for the node; it trains on the two left (no requeue, the
     same attempt) and grows back onto the node after it returns, then completes."""
     idle.prepare_data()
+    # Batches of 2 a rank (6 in all): ~4,800 short steps, a minute or more of training, so the
+    # job still runs when the node returns 20 s after the fault.
     job_id = idle.submit("jobs/train_mnist_distributed.py", nodes="2-3", options="--elastic",
-                         args="--epochs 12 --checkpoint-every 5 --elastic")
+                         args="--epochs 20 --batch-size 2 --checkpoint-every 50 --elastic")
     wait_until(lambda: len(idle.show(job_id)["nodes"]) == 3 and idle.in_master(
         "test", "-f", f"/shared/models/job-{job_id}/LATEST", check=False).returncode == 0,
                timeout=180, interval=0.5, message="a first checkpoint on three nodes")
