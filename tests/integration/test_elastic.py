@@ -135,3 +135,22 @@ def test_the_mnist_jobs_losses_through_a_shrink_and_a_growth_are_one_processs_on
     worst = max(abs(elastic_run[s] - whole[s]) for s in whole)
     print(f"\nelastic MNIST, float64, through a shrink and a growth: max loss difference from one process {worst:.2e}")
     assert worst <= 1e-9, worst
+
+
+def test_a_job_that_comes_later_gets_the_nodes_an_elastic_job_grew_onto(idle_cluster):
+    """Growth never outranks a pending job, whichever came first: an elastic job on all three
+    nodes (-N 1-3) gives two back to a 2-node job submitted after it, goes on on one, and grows
+    back once that job is done."""
+    c = idle_cluster
+    job_id = c.submit("--elastic", "-N", "1-3", JOBS / "steps.py", 120, 0.1)
+    wait_until(lambda: running_on(c, job_id, 3) and "starts at step 0" in c.cli("logs", job_id).stdout,
+               timeout=60, message="the elastic job on all three nodes")
+    since = time.time()
+    later = c.submit("-N", 2, JOBS / "barrier_sleep.py", 1)
+    assert c.wait(later, timeout=60)["state"] == "COMPLETED"
+    job = c.wait(job_id, timeout=120)
+    assert job["state"] == "COMPLETED" and job["requeues"] == 0 and job["resizes"] >= 2, job
+    resized = [i for i in incidents(c, job_id, since) if i["kind"] == "resized"]
+    assert (resized[0]["nodes"], resized[0]["was"]) == (1, 3), resized
+    assert resized[0]["reason"].endswith(f"(given back for job {later})"), resized
+    assert any(i["grew"] for i in resized[1:]), resized  # and it took them back

@@ -126,3 +126,27 @@ def test_a_resize_is_a_launch_of_its_own_but_not_an_attempt_users_count():
     assert env["SLURM_RESTART_COUNT"] == "0" and env["MINIHPC_ATTEMPT"] == "2"  # requeues; launches (the fence)
     assert env["MINIHPC_ELASTIC"] == "2-3" and env["MINIHPC_RESIZES"] == "1" and env["SLURM_JOB_NUM_NODES"] == "2"
     assert "MINIHPC_ELASTIC" not in job_env(LaunchSpec(**{**spec.to_payload(), "elastic": ""}), 5000, {})
+
+
+def test_a_job_waiting_for_nodes_gets_back_what_elastic_jobs_took_beyond_their_minimum():
+    grown = job(1, nodes=("n1", "n2", "n3"), least=1, most=3, resized=NOW - 5)  # grew last: gives first
+    older = job(2, nodes=("n4", "n5"), least=1, most=2, started=NOW - 100)
+    fixed = job(3, nodes=("n6",), least=1, most=1, is_elastic=False)
+    nodes = [node(n, job=1) for n in ("n1", "n2", "n3")] + [node(n, job=2) for n in ("n4", "n5")] + \
+        [node("n6", job=3), node("n7")]
+    everywhere = [f"n{i}" for i in range(1, 8)]
+
+    def waiting(count, nodelist=()):
+        return Job(9, "w", "u", "s", "s", "x", nodes_requested=count, submitted_at=5.0, nodelist=list(nodelist))
+
+    running = [grown, older, fixed]
+    assert elastic.reclaim(waiting(1), everywhere, nodes, running) == []  # n7 is free: nothing to give
+    assert elastic.reclaim(waiting(3), everywhere, nodes, running) == [(1, ["n1"])]  # n7 + n3 + n2
+    assert elastic.reclaim(waiting(4), everywhere, nodes, running) == [(1, ["n1"]), (2, ["n4"])]
+    assert elastic.reclaim(waiting(5), everywhere, nodes, running) == []  # not enough even then: no shrink
+    assert elastic.reclaim(waiting(2, nodelist=["n6"]), everywhere, nodes, running) == []  # n6 is a fixed job's
+    assert elastic.reclaim(waiting(2), ["n7", "n5"], nodes, running) == [(2, ["n4"])]  # only what it may use
+    assert elastic.reclaim(None, everywhere, nodes, running) == []
+    # n2 and n3 given back already (job 1 lists n1 only, their ranks still end): no second shrink.
+    shrunk = job(1, nodes=("n1",), least=1, most=3, resized=NOW - 1)
+    assert elastic.reclaim(waiting(3), everywhere, nodes, [shrunk, older, fixed]) == []

@@ -6,7 +6,9 @@ An elastic job asked for a node range (``-N MIN-MAX --elastic``). When one of it
 launches it again at once on the nodes it still has (:func:`shrink`), as long as they are at
 least MIN; below MIN it is a node failure, requeued as any other. When nodes are free that no
 pending job needs, the master gives it more, up to MAX, at most every ``grow_every`` seconds
-(:func:`growth_due`; the scheduler picks the nodes: core.scheduler.grow_running). Each change
+(:func:`growth_due`; the scheduler picks the nodes: core.scheduler.grow_running); and when the
+first job waiting for nodes could start with what elastic jobs hold beyond their minimum, they
+give that back (:func:`reclaim`). Each change
 is a relaunch of the whole gang (a new world size, so every rank restarts), which continues
 from the job's checkpoint, the one its ranks saved as they were stopped where the script does
 (minihpc.elastic), as torchrun's own elastic agent restarts its workers on a membership change.
@@ -70,3 +72,33 @@ def next_growth(running: Iterable[Job], now: float, grow_every: float) -> float 
              if elastic(job) and len(job.nodes) < job.max_nodes and job.started_at is not None]
     later = [t for t in times if t > now]
     return min(later, default=None)
+
+
+def reclaim(waiting: Job | None, candidates: list[str], nodes: Iterable[NodeStatus], running: Iterable[Job],
+            ) -> list[tuple[int, list[str]]]:
+    """Shrinks that let ``waiting`` -- the first job in the queue that waits for nodes
+    (``Resources``), with the nodes it may ever have (``candidates``) -- start: running elastic
+    jobs give back the nodes they hold beyond their minimum (their last ones, so node rank 0
+    stays; the job that grew last gives first), as many as it lacks. A growth never outranks a
+    pending job, whichever came first. [] when all of them would still not be enough, or none is
+    needed. Nodes being given back already (held by a running job that no longer lists them)
+    count as free."""
+    if waiting is None:
+        return []
+    jobs = list(running)
+    members = {job.id: set(job.nodes) for job in jobs}
+    usable = set(candidates)
+    free = {n.name for n in nodes if n.name in usable and n.schedulable
+            and (n.job is None or (n.job in members and n.name not in members[n.job]))}
+    lacking = waiting.nodes_requested - len(free)
+    if lacking <= 0 or not set(waiting.nodelist) <= free:  # -w nodes a shrink would not give it
+        return []
+    out = []
+    for job in sorted((j for j in jobs if elastic(j)), key=lambda j: -(j.resized_at or j.started_at or 0.0)):
+        spare = [n for n in reversed(job.nodes[job.nodes_requested:]) if n in usable][:lacking]
+        if spare:
+            out.append((job.id, [n for n in job.nodes if n not in spare]))
+            lacking -= len(spare)
+        if lacking <= 0:
+            return out
+    return []

@@ -9,8 +9,10 @@ import dataclasses
 import logging
 from collections.abc import Collection, Mapping
 
-from minihpc.core import elastic
+from minihpc.core import elastic, scheduler
 from minihpc.core.models import Job, NodeStatus
+from minihpc.core.partitions import Partitions
+from minihpc.core.requirements import published_cpus
 from minihpc.master.dispatch import dispatcher
 from minihpc.state.store import Store
 
@@ -46,13 +48,33 @@ def grow(store: Store, grows: list[tuple[int, list[str]]], running: list[Job], b
             _resize(store, job, nodes, dispatch)
 
 
-def _resize(store: Store, job: Job, nodes: list[str], dispatch) -> bool:
+def reclaim(store: Store, plan: scheduler.Plan, pending: list[Job], running: list[Job], nodes: list[NodeStatus],
+            by_name: Mapping[str, NodeStatus], cluster: dict[str, str]) -> None:
+    """Give the first job waiting for nodes what running elastic jobs hold beyond their minimum,
+    when that lets it start (core.elastic.reclaim): they go on with fewer, and it starts once
+    their ranks there have ended (the nodes are freed by those ranks' reports)."""
+    if not any(elastic.elastic(j) and len(j.nodes) > j.nodes_requested for j in running):
+        return  # nothing to give back: the queue is not even sorted
+    waiting = next((j for j in scheduler.queue_order(pending, running) if plan.reasons.get(j.id) == "Resources"), None)
+    if waiting is None:
+        return
+    candidates = scheduler.eligible(waiting, nodes, Partitions.from_record(cluster), published_cpus(cluster))
+    shrinks = elastic.reclaim(waiting, candidates, nodes, running)
+    jobs = {job.id: job for job in running}
+    dispatch = dispatcher(store, dict(by_name), cluster) if shrinks else None
+    for job_id, kept in shrinks:
+        if _resize(store, jobs[job_id], kept, dispatch, cause=f"given back for job {waiting.id}"):
+            log.info("job %s: gave back nodes for job %s, which waits for them", job_id, waiting.id)
+
+
+def _resize(store: Store, job: Job, nodes: list[str], dispatch, cause: str = "") -> bool:
     after = store.resize(job.id, job.attempts, nodes, dispatch)
     if after is None:  # it ended, changed meanwhile, or a node it was to gain was taken
         return False
     gone = [n for n in job.nodes if n not in nodes]
     gained = [n for n in nodes if n not in job.nodes]
     why = f"without {','.join(gone)}" if gone else f"with {','.join(gained)}"
+    why += f" ({cause})" if cause else ""
     store.incident("resized", ",".join(gone or gained), job.id, nodes=len(nodes), was=len(job.nodes),
                    grew=not gone, attempt=after.queue_attempts, launch=after.attempts, reason=f"{len(job.nodes)} -> {len(nodes)} nodes {why}")
     log.warning("job %s: goes on on %s (%d nodes, was %d: %s)", job.id, ",".join(nodes), len(nodes),

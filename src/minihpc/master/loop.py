@@ -195,6 +195,7 @@ class Master:
                 for job in store.start_many(plan.starts[first:first + START_BATCH], dispatch):
                     log.info("job %s: RUNNING on %s (attempt %s)", job.id, ",".join(job.nodes), job.attempts)
         elastic_jobs.grow(store, plan.grows, running, by_name, cluster)
+        elastic_jobs.reclaim(store, plan, pending, running, nodes, by_name, cluster)
         self.starting = time.perf_counter() - began
         current = {job.id: job.reason for job in pending}
         store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})

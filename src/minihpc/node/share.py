@@ -34,6 +34,11 @@ from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
+PEER_LOST_GRACE = 1.0
+"""Seconds from SIGTERM to SIGKILL (not kill_wait) for an elastic job's ranks whose gang lost a
+node: they cannot agree on a step to save without it (preempt all-reduces), a peer cut off
+leaves them stuck in a collective, and a dead one made them fail and save (elastic.rescue)."""
+
 RELAY_WAIT = 5.0
 """Seconds, past the kill wait, a share waits for the end of its job's output once its ranks
 have ended, before it writes its own lines in the log and goes on."""
@@ -328,9 +333,21 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
         stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
             log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
-            teardown([proc], settings.kill_wait)
+            teardown([proc], _kill_wait(spec, store, settings, stop))
             return stop
     return None if current_or_unknown(store, spec) else Stop.JOB_ENDED
+
+
+def _kill_wait(spec: LaunchSpec, store: Store, settings: Settings, stop: Stop) -> float:
+    """How long the ranks get between SIGTERM and SIGKILL: kill_wait, or PEER_LOST_GRACE for an
+    elastic job's launch whose gang lost a node (the master launched it anew without it)."""
+    if stop is not Stop.JOB_ENDED or not spec.elastic or len(spec.nodes) < 2:
+        return settings.kill_wait
+    try:
+        whole = store.all_alive(spec.nodes)
+    except REDIS_ERRORS:
+        whole = True
+    return settings.kill_wait if whole else min(settings.kill_wait, PEER_LOST_GRACE)
 
 
 def _say(out, spec: LaunchSpec, line: str) -> None:

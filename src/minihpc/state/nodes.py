@@ -177,6 +177,10 @@ class NodeRegistry:
         info = texts(info)
         return _node_status(name, info, *raw, beat=info.get("last_heartbeat")) if member else None
 
+    def all_alive(self, names: list[str]) -> bool:
+        """Whether every one of these nodes is up (its heartbeat key is there)."""
+        return self.r.exists(*map(keys.node_alive, names)) == len(set(names)) if names else True
+
     def release_node(self, node: str) -> int | None:
         """Clear a node's allocation (an agent that restarted holds nothing). Returns the job."""
         held = self.r.getdel(keys.node_alloc(node))
