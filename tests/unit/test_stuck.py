@@ -16,6 +16,11 @@ def test_only_launches_past_the_timeout_and_not_yet_seen_taken_are_asked_about()
     running = [_running(1, ["a", "b"], 100.0), _running(2, ["c"], 150.0), _running(3, ["d"], 100.0, attempts=2)]
     assert stuck.overdue(running, 165.0, 60.0, taken={(1, 1, "a")}) == [(1, 1, "b", 65.0), (3, 2, "d", 65.0)]
     assert stuck.overdue(running, 159.0, 60.0, taken=set()) == []
+    # An elastic job relaunched at 150 on the nodes it has left: its launch is timed from then.
+    resized = _running(4, ["e", "f"], 100.0, attempts=2)
+    resized.resize(["e"], 150.0)
+    assert stuck.overdue([resized], 165.0, 60.0, taken=set()) == []
+    assert stuck.overdue([resized], 211.0, 60.0, taken=set()) == [(4, 3, "e", 61.0)]
 
 
 def test_a_launch_still_in_its_queue_makes_its_node_stuck():

@@ -59,7 +59,7 @@ def shrink(job: Job, nodes: Mapping[str, NodeStatus]) -> list[str] | None:
 def growth_due(job: Job, now: float, grow_every: float) -> bool:
     """Whether a running elastic job may take more nodes now: it has fewer than its most, and
     its last start or resize is ``grow_every`` seconds old (each growth restarts its ranks)."""
-    since = job.resized_at if job.resized_at is not None else job.started_at
+    since = job.launched_at
     return (elastic(job) and len(job.nodes) < job.max_nodes and since is not None
             and now - since >= grow_every)
 
@@ -67,7 +67,7 @@ def growth_due(job: Job, now: float, grow_every: float) -> bool:
 def next_growth(running: Iterable[Job], now: float, grow_every: float) -> float | None:
     """The earliest time a running elastic job below its most may grow, if that is to come (the
     master plans again then; a plan's inputs need not have changed); None: no such job."""
-    times = [(job.resized_at if job.resized_at is not None else job.started_at) + grow_every
+    times = [job.launched_at + grow_every
              for job in running
              if elastic(job) and len(job.nodes) < job.max_nodes and job.started_at is not None]
     later = [t for t in times if t > now]
@@ -94,7 +94,7 @@ def reclaim(waiting: Job | None, candidates: list[str], nodes: Iterable[NodeStat
     if lacking <= 0 or not set(waiting.nodelist) <= free:  # -w nodes a shrink would not give it
         return []
     out = []
-    for job in sorted((j for j in jobs if elastic(j)), key=lambda j: -(j.resized_at or j.started_at or 0.0)):
+    for job in sorted((j for j in jobs if elastic(j)), key=lambda j: -(j.launched_at or 0.0)):
         spare = [n for n in reversed(job.nodes[job.nodes_requested:]) if n in usable][:lacking]
         if spare:
             out.append((job.id, [n for n in job.nodes if n not in spare]))

@@ -215,6 +215,11 @@ class Job:
         return self.attempts - self.resizes
 
     @property
+    def launched_at(self) -> float | None:
+        """When its gang's current launch was queued: its start, or an elastic job's last resize."""
+        return self.resized_at if self.resized_at is not None else self.started_at
+
+    @property
     def held(self) -> bool:
         """PENDING and on hold (``scontrol hold``): never started until released."""
         return self.state is JobState.PENDING and self.held_by is not None

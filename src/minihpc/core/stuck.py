@@ -18,10 +18,11 @@ PREFIX = "stuck: "
 
 def overdue(running: list[Job], now: float, timeout: float,
             taken: set[tuple[int, int, str]]) -> list[tuple[int, int, str, float]]:
-    """(job, attempt, node, seconds since the job started) of each launch of a running job that
-    a healthy agent would have taken by now and that was not yet seen taken (``taken``)."""
-    return [(job.id, job.attempts, node, now - job.started_at)
-            for job in running if job.started_at is not None and now - job.started_at > timeout
+    """(job, attempt, node, seconds since the launch was queued) of each launch of a running job
+    that a healthy agent would have taken by now and that was not yet seen taken (``taken``): an
+    elastic job's launch after a resize is timed from the resize, not from the job's start."""
+    return [(job.id, job.attempts, node, now - job.launched_at)
+            for job in running if job.launched_at is not None and now - job.launched_at > timeout
             for node in job.nodes if (job.id, job.attempts, node) not in taken]
 
 

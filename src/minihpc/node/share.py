@@ -237,7 +237,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     env["MINIHPC_RESULT_FILE"] = result_file
     env[progress.ENV] = forwarder.path
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
-    left = 0
+    left, stopped = 0, None
     try:
         say = lambda line: _say(out, spec, line)  # noqa: E731
         proc, direct = _start(spec, port, env, relay, who, warm, say)
@@ -256,7 +256,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
                 proc.wait()
                 reports.unlink(result_file)
             forwarder.remove()
-            left = _reap(spec, who, settings)
+            left = _reap(spec, who, settings, _kill_wait(spec, store, settings, stopped))
             _forget_inbox(store, spec)
     finally:
         relay.join(settings.kill_wait + RELAY_WAIT)  # its last lines go before the notes that follow
@@ -303,13 +303,13 @@ def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: ide
     return proc, False
 
 
-def _reap(spec: LaunchSpec, who: identity.Identity | None, settings: Settings) -> int:
+def _reap(spec: LaunchSpec, who: identity.Identity | None, settings: Settings, grace: float | None = None) -> int:
     """Nothing of a job outlives its share: processes of the job user that left the launcher's
     tree (a double-forked daemon, which may hold the job's output open; one that ignores SIGTERM
     and re-forks) are ended too (node.sweep). How many there were, for the job's log."""
     if who is None:
         return 0
-    left = sweep.end(who.uid, settings.kill_wait, whole_uid=settings.node_owns_host)
+    left = sweep.end(who.uid, settings.kill_wait if grace is None else grace, whole_uid=settings.node_owns_host)
     if left:
         log.warning("job %s attempt %s: %d process(es) left behind on %s were killed",
                     spec.job_id, spec.attempt, left, spec.node)
@@ -332,15 +332,16 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
         signals.poll()
         stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
-            log.info("job %s attempt %s: tearing down on %s (%s)", spec.job_id, spec.attempt, spec.node, stop.value)
-            teardown([proc], _kill_wait(spec, store, settings, stop))
+            grace = _kill_wait(spec, store, settings, stop)
+            log.info("job %s attempt %s: tearing down on %s (%s; SIGKILL after %gs)", spec.job_id, spec.attempt,
+                     spec.node, stop.value, grace)
+            teardown([proc], grace)
             return stop
     return None if current_or_unknown(store, spec) else Stop.JOB_ENDED
 
 
-def _kill_wait(spec: LaunchSpec, store: Store, settings: Settings, stop: Stop) -> float:
-    """How long the ranks get between SIGTERM and SIGKILL: kill_wait, or PEER_LOST_GRACE for an
-    elastic job's launch whose gang lost a node (the master launched it anew without it)."""
+def _kill_wait(spec: LaunchSpec, store: Store, settings: Settings, stop: Stop | None) -> float:
+    """kill_wait, or PEER_LOST_GRACE for an elastic job's launch whose gang lost a node."""
     if stop is not Stop.JOB_ENDED or not spec.elastic or len(spec.nodes) < 2:
         return settings.kill_wait
     try:
