@@ -107,6 +107,7 @@ class ComposeBench:
                               capture_output=True, text=True, timeout=3600).stdout
 
     def start(self) -> tuple[Store, faults.ComposeFaults]:
+        self.make("build")  # make up builds only missing images: the node image must hold this tree's code
         self.make("up")
         self.make("prepare-data")
         password = subprocess.run(["bash", "-c", "source scripts/dotenv.sh && setting REDIS_CLI_PASSWORD"], cwd=ROOT,
