@@ -34,7 +34,7 @@ from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
 
-PEER_LOST_GRACE = 1.0
+PEER_LOST_GRACE = 0.5
 """Seconds from SIGTERM to SIGKILL (not kill_wait) for an elastic job's ranks whose gang lost a
 node: they cannot agree on a step to save without it (preempt all-reduces), a peer cut off
 leaves them stuck in a collective, and a dead one made them fail and save (elastic.rescue)."""
