@@ -27,6 +27,10 @@ LAUNCH_TIMEOUT = 20
 """The suite's MINIHPC_LAUNCH_TIMEOUT, short so a stuck node is found soon (the master adds
 twice the kill wait, 3 s)."""
 
+GROW_EVERY = 3
+"""The suite's MINIHPC_ELASTIC_GROW_EVERY: an elastic job takes a returned node back 3 s after it
+shrank (10 by default), so its drill need not train 10 s more than the fault lasts."""
+
 pytestmark = pytest.mark.e2e
 
 
@@ -49,6 +53,7 @@ class ComposeCluster:
             MINIHPC_API_PORT=str(free_port()),
             MINIHPC_JOB_LOG_MAX=str(LOG_MAX),
             MINIHPC_LAUNCH_TIMEOUT=str(LAUNCH_TIMEOUT),
+            MINIHPC_ELASTIC_GROW_EVERY=str(GROW_EVERY),
         )
         self.env.pop("MINIHPC_REDIS_URL", None)
         self.compose = compose_command()
