@@ -76,7 +76,8 @@ def _resize(store: Store, job: Job, nodes: list[str], dispatch, cause: str = "")
     why = f"without {','.join(gone)}" if gone else f"with {','.join(gained)}"
     why += f" ({cause})" if cause else ""
     store.incident("resized", ",".join(gone or gained), job.id, nodes=len(nodes), was=len(job.nodes),
-                   grew=not gone, attempt=after.queue_attempts, launch=after.attempts, reason=f"{len(job.nodes)} -> {len(nodes)} nodes {why}")
+                   grew=not gone, attempt=after.queue_attempts, launch=after.attempts,
+                   reason=f"{len(job.nodes)} -> {len(nodes)} nodes {why}")
     log.warning("job %s: goes on on %s (%d nodes, was %d: %s)", job.id, ",".join(nodes), len(nodes),
                 len(job.nodes), why)
     return True
