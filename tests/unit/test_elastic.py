@@ -150,3 +150,9 @@ def test_a_job_waiting_for_nodes_gets_back_what_elastic_jobs_took_beyond_their_m
     # n2 and n3 given back already (job 1 lists n1 only, their ranks still end): no second shrink.
     shrunk = job(1, nodes=("n1",), least=1, most=3, resized=NOW - 1)
     assert elastic.reclaim(waiting(3), everywhere, nodes, [shrunk, older, fixed]) == []
+
+
+def test_a_gang_that_lost_a_node_is_killed_sooner_than_one_that_is_whole():
+    assert elastic.teardown_grace(3.0, gang_whole=True) == 3.0  # a growth or a drain: they agree and save
+    assert elastic.teardown_grace(3.0, gang_whole=False) == elastic.PEER_LOST_GRACE == 0.5
+    assert elastic.teardown_grace(0.2, gang_whole=False) == 0.2  # never longer than kill_wait

@@ -25,6 +25,11 @@ from collections.abc import Iterable, Mapping
 
 from minihpc.core.models import Job, NodeStatus
 
+PEER_LOST_GRACE = 0.5
+"""Seconds from SIGTERM to SIGKILL (not kill_wait) for an elastic job's ranks whose gang lost a
+node: they cannot agree on a step to save without it (preempt all-reduces), a peer cut off
+leaves them stuck in a collective, and a dead one made them fail and save (elastic.rescue)."""
+
 
 def elastic(job: Job) -> bool:
     """Whether ``job`` changes size while it runs: ``--elastic`` with a node range."""
@@ -38,7 +43,7 @@ def leaving(job: Job, nodes: Mapping[str, NodeStatus]) -> list[str]:
     out = []
     for name in job.nodes:
         node = nodes.get(name)
-        if node is None or not node.alive or node.job != job.id or node.drain_reason is not None:
+        if node is None or not node.holds(job.id) or node.drain_reason is not None:
             out.append(name)
     return out
 
@@ -56,22 +61,32 @@ def shrink(job: Job, nodes: Mapping[str, NodeStatus]) -> list[str] | None:
     return kept if len(kept) >= job.nodes_requested else None
 
 
+def _grows_at(job: Job, grow_every: float) -> float | None:
+    """When a running elastic job below its most may grow: ``grow_every`` seconds after its last
+    start or resize (each growth restarts its ranks); None: it may not."""
+    if not elastic(job) or len(job.nodes) >= job.max_nodes or job.launched_at is None:
+        return None
+    return job.launched_at + grow_every
+
+
+def teardown_grace(kill_wait: float, gang_whole: bool) -> float:
+    """Seconds from SIGTERM to SIGKILL for the ranks of an elastic job's launch that ended:
+    ``kill_wait`` while every node of its gang is up (a growth, a drain: they agree on a step
+    and save it), else PEER_LOST_GRACE at most."""
+    return kill_wait if gang_whole else min(kill_wait, PEER_LOST_GRACE)
+
+
 def growth_due(job: Job, now: float, grow_every: float) -> bool:
-    """Whether a running elastic job may take more nodes now: it has fewer than its most, and
-    its last start or resize is ``grow_every`` seconds old (each growth restarts its ranks)."""
-    since = job.launched_at
-    return (elastic(job) and len(job.nodes) < job.max_nodes and since is not None
-            and now - since >= grow_every)
+    """Whether a running elastic job may take more nodes now."""
+    at = _grows_at(job, grow_every)
+    return at is not None and now >= at
 
 
 def next_growth(running: Iterable[Job], now: float, grow_every: float) -> float | None:
     """The earliest time a running elastic job below its most may grow, if that is to come (the
     master plans again then; a plan's inputs need not have changed); None: no such job."""
-    times = [job.launched_at + grow_every
-             for job in running
-             if elastic(job) and len(job.nodes) < job.max_nodes and job.started_at is not None]
-    later = [t for t in times if t > now]
-    return min(later, default=None)
+    times = [_grows_at(job, grow_every) for job in running]
+    return min((t for t in times if t is not None and t > now), default=None)
 
 
 def reclaim(waiting: Job | None, candidates: list[str], nodes: Iterable[NodeStatus], running: Iterable[Job],

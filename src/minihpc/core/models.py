@@ -373,6 +373,10 @@ class NodeStatus:
         """Up and not drained: it counts toward what jobs can ever get."""
         return self.alive and self.drain_reason is None
 
+    def holds(self, job_id: int) -> bool:
+        """Up, and still allocated to ``job_id`` (its agent did not restart and free it)."""
+        return self.alive and self.job == job_id
+
 
 def node_state_changes(
     before: dict[str, NodeState], after: dict[str, NodeState]

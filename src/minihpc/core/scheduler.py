@@ -53,7 +53,7 @@ class Plan:
     starts: list[tuple[int, list[str]]] = field(default_factory=list)
     """(job id, node names) to reserve and launch now, in order."""
     reasons: dict[int, str] = field(default_factory=dict)
-    """Why each job that does not start waits (Slurm's reason names)."""
+    """Why each job that does not start waits (Slurm's reason names), in queue order."""
     cancels: dict[int, str] = field(default_factory=dict)
     """Jobs that can never run, with the reason."""
     promised: dict[int, float | None] = field(default_factory=dict)
@@ -358,7 +358,7 @@ def lost(running: list[Job], nodes: dict[str, NodeStatus]) -> dict[int, str]:
     for job in running:
         for name in job.nodes:
             node = nodes.get(name)
-            if node is None or not node.alive or node.job != job.id:
+            if node is None or not node.holds(job.id):
                 out[job.id] = name
                 break
     return out

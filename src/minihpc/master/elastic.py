@@ -54,8 +54,9 @@ def reclaim(store: Store, plan: scheduler.Plan, pending: list[Job], running: lis
     when that lets it start (core.elastic.reclaim): they go on with fewer, and it starts once
     their ranks there have ended (the nodes are freed by those ranks' reports)."""
     if not any(elastic.elastic(j) and len(j.nodes) > j.nodes_requested for j in running):
-        return  # nothing to give back: the queue is not even sorted
-    waiting = next((j for j in scheduler.queue_order(pending, running) if plan.reasons.get(j.id) == "Resources"), None)
+        return  # nothing to give back
+    first = next((i for i, why in plan.reasons.items() if why == "Resources"), None)  # in queue order
+    waiting = next((j for j in pending if j.id == first), None)
     if waiting is None:
         return
     candidates = scheduler.eligible(waiting, nodes, Partitions.from_record(cluster), published_cpus(cluster))

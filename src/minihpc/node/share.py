@@ -5,6 +5,7 @@ Runs inside the node agent (an rq SimpleWorker) for each launch task the master 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import time
 from contextlib import contextmanager
 from enum import Enum
 
+from minihpc.core import elastic
 from minihpc.core.batch import BATCH
 from minihpc.core.config import Settings
 from minihpc.core.launch_spec import (TORCHRUN_MODULE, LaunchSpec, direct_rank_env, job_env, path_problem,
@@ -33,11 +35,6 @@ from minihpc.state.connect import REDIS_ERRORS, retrying
 from minihpc.state.store import Store
 
 log = logging.getLogger(__name__)
-
-PEER_LOST_GRACE = 0.5
-"""Seconds from SIGTERM to SIGKILL (not kill_wait) for an elastic job's ranks whose gang lost a
-node: they cannot agree on a step to save without it (preempt all-reduces), a peer cut off
-leaves them stuck in a collective, and a dead one made them fail and save (elastic.rescue)."""
 
 RELAY_WAIT = 5.0
 """Seconds, past the kill wait, a share waits for the end of its job's output once its ranks
@@ -238,6 +235,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
     env[progress.ENV] = forwarder.path
     relay = joblog.start(out, settings.job_log_max, f"job {spec.job_id} attempt {spec.attempt} on {spec.node}")
     left, stopped = 0, None
+    kill_wait = functools.cache(lambda stop: _kill_wait(spec, store, settings, stop))  # Redis asked once
     try:
         say = lambda line: _say(out, spec, line)  # noqa: E731
         proc, direct = _start(spec, port, env, relay, who, warm, say)
@@ -245,7 +243,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
         signals = job_signals.JobSignals(spec, store, say, tasks=lambda: tasks(proc.pid))
         try:
             with _failing("watching its ranks failed"):
-                stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals)
+                stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals, kill_wait)
                 returncode = proc.wait()
                 forwarder.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
         finally:
@@ -256,7 +254,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
                 proc.wait()
                 reports.unlink(result_file)
             forwarder.remove()
-            left = _reap(spec, who, settings, _kill_wait(spec, store, settings, stopped))
+            left = _reap(spec, who, settings, kill_wait(stopped))
             _forget_inbox(store, spec)
     finally:
         relay.join(settings.kill_wait + RELAY_WAIT)  # its last lines go before the notes that follow
@@ -318,10 +316,10 @@ def _reap(spec: LaunchSpec, who: identity.Identity | None, settings: Settings, g
 
 def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Settings,
            shutting_down: threading.Event, forwarder: reports.Progress,
-           signals: job_signals.JobSignals) -> Stop | None:
+           signals: job_signals.JobSignals, kill_wait) -> Stop | None:
     """Poll the ranks, forwarding progress and delivering signals, until they end (None, or
     JOB_ENDED when the job had ended by then: ranks of a job torn down elsewhere may die of it
-    before this share sees it) or must stop (and are)."""
+    before this share sees it) or must stop (and are: SIGKILL ``kill_wait(stop)`` s after SIGTERM)."""
     while proc.poll() is None:
         try:
             proc.wait(timeout=settings.poll_interval)
@@ -332,7 +330,7 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
         signals.poll()
         stop = _stop_reason(spec, store, shutting_down)
         if stop is not None:
-            grace = _kill_wait(spec, store, settings, stop)
+            grace = kill_wait(stop)
             log.info("job %s attempt %s: tearing down on %s (%s; SIGKILL after %gs)", spec.job_id, spec.attempt,
                      spec.node, stop.value, grace)
             teardown([proc], grace)
@@ -341,14 +339,13 @@ def _watch(proc: subprocess.Popen, spec: LaunchSpec, store: Store, settings: Set
 
 
 def _kill_wait(spec: LaunchSpec, store: Store, settings: Settings, stop: Stop | None) -> float:
-    """kill_wait, or PEER_LOST_GRACE for an elastic job's launch whose gang lost a node."""
+    """kill_wait, or less for an elastic job's launch whose gang lost a node (core.elastic)."""
     if stop is not Stop.JOB_ENDED or not spec.elastic or len(spec.nodes) < 2:
         return settings.kill_wait
     try:
-        whole = store.all_alive(spec.nodes)
+        return elastic.teardown_grace(settings.kill_wait, store.all_alive(spec.nodes))
     except REDIS_ERRORS:
-        whole = True
-    return settings.kill_wait if whole else min(settings.kill_wait, PEER_LOST_GRACE)
+        return settings.kill_wait
 
 
 def _say(out, spec: LaunchSpec, line: str) -> None:
