@@ -189,7 +189,8 @@ def resume(run: Run) -> None:
     if run.rank == 0:
         print(f"training on {run.device} over {dist.get_backend()}", flush=True)
     if run.balancer is not None and run.rank == 0:
-        print(f"{'elastic' if run.args.elastic else 'balanced'} batches: global batch {run.balancer.global_batch}, batch sizes "
+        kind = "elastic" if run.args.elastic else "balanced"
+        print(f"{kind} batches: global batch {run.balancer.global_batch}, batch sizes "
               f"{'/'.join(map(str, run.balancer.shares))} to start", flush=True)
 
 

@@ -92,8 +92,12 @@ class Shape:
         return ["--epochs", str(epochs), "--checkpoint-every", str(CHECKPOINT_EVERY), *(["--elastic"] if self.elastic else [])]
 
     @property
+    def least(self) -> int:
+        return self.nodes - 1 if self.elastic else self.nodes
+
+    @property
     def range(self) -> str:
-        return f"{self.nodes - 1}-{self.nodes}" if self.elastic else str(self.nodes)
+        return f"{self.least}-{self.nodes}" if self.elastic else str(self.nodes)
 
 
 class ComposeBench:
@@ -142,8 +146,7 @@ class LocalBench:
         from minihpc.client.submit import Request, submit
 
         script = ROOT / "jobs" / "train_mnist_distributed.py"
-        least = shape.nodes - 1 if shape.elastic else shape.nodes
-        return submit(self.store, Request(script=str(script), nodes=least, max_nodes=shape.nodes if shape.elastic else 0,
+        return submit(self.store, Request(script=str(script), nodes=shape.least, max_nodes=shape.nodes if shape.elastic else 0,
                                           elastic=shape.elastic, args=shape.args(epochs))).id
 
     def stop(self) -> None:

@@ -27,12 +27,17 @@ def running_on(c, job_id: int, count: int) -> dict:
     return job if job["state"] == "RUNNING" and len(job["nodes"]) == count else None
 
 
+def started(c, job_id: int, count: int, line: str = "starts at step 0") -> None:
+    """Wait until the job runs on ``count`` nodes and its log has ``line`` (its ranks began)."""
+    wait_until(lambda: running_on(c, job_id, count) and line in c.cli("logs", job_id).stdout, timeout=60,
+               message=f"job {job_id} running on {count} nodes, its log saying {line!r}")
+
+
 def test_a_killed_node_leaves_the_job_running_on_the_others_and_it_grows_back_when_the_node_returns(idle_cluster):
     c = idle_cluster
     job_id = c.submit("--elastic", "-N", "2-3", JOBS / "steps.py", 60, 0.25)
     logs = lambda: c.cli("logs", job_id).stdout  # noqa: E731
-    wait_until(lambda: running_on(c, job_id, 3) and "rank 0 attempt 1 starts at step 0" in logs(), timeout=60,
-               message="the job running on all three nodes")
+    started(c, job_id, 3, "rank 0 attempt 1 starts at step 0")
     time.sleep(2)  # some steps, each checkpointed
     killed_at = time.time()
     kill_node(c, "worker-node-2")
@@ -58,8 +63,7 @@ def test_a_drained_node_leaves_the_elastic_job_which_completes_while_a_fixed_siz
     c = idle_cluster
     job_id = c.submit("--elastic", "-N", "2-3", JOBS / "steps.py", 40, 0.25)
     logs = lambda: c.cli("logs", job_id).stdout  # noqa: E731
-    wait_until(lambda: running_on(c, job_id, 3) and "starts at step 0" in logs(), timeout=60,
-               message="the job running on all three nodes")
+    started(c, job_id, 3)
     c.cli("nodes", "--drain", "worker-node-1", "--reason", "never back")
     try:
         fixed = c.submit("-N", 3, JOBS / "barrier_sleep.py", 0)
@@ -80,8 +84,7 @@ def test_below_its_minimum_an_elastic_job_is_requeued_as_a_fixed_size_one(idle_c
     blocker = c.submit("-w", "master-node", JOBS / "sleeper.py", tmp_path, 300)
     wait_until(lambda: c.show(blocker)["state"] == "RUNNING", timeout=60, message="the blocker running")
     job_id = c.submit("--elastic", "-N", "2-3", JOBS / "steps.py", 400, 0.25)
-    wait_until(lambda: running_on(c, job_id, 2) and "starts at step 0" in c.cli("logs", job_id).stdout,
-               timeout=60, message="the job on the two free nodes")
+    started(c, job_id, 2)
     killed_at = time.time()
     kill_node(c, "worker-node-1")
     requeued = wait_until(lambda: c.show(job_id)["requeues"] == 1 and c.show(job_id), timeout=60,
@@ -143,8 +146,7 @@ def test_a_job_that_comes_later_gets_the_nodes_an_elastic_job_grew_onto(idle_clu
     back once that job is done."""
     c = idle_cluster
     job_id = c.submit("--elastic", "-N", "1-3", JOBS / "steps.py", 120, 0.1)
-    wait_until(lambda: running_on(c, job_id, 3) and "starts at step 0" in c.cli("logs", job_id).stdout,
-               timeout=60, message="the elastic job on all three nodes")
+    started(c, job_id, 3)
     since = time.time()
     later = c.submit("-N", 2, JOBS / "barrier_sleep.py", 1)
     assert c.wait(later, timeout=60)["state"] == "COMPLETED"
