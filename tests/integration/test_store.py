@@ -1,5 +1,6 @@
 """The store's atomic steps against a real redis-server, with no agents: reservations of
-several nodes are all-or-nothing, and nodes are released only when the job is over."""
+several nodes are all-or-nothing, and nodes are released only when the job is over. Each test
+runs on both clients the store is given: redis-py (the daemons') and state.wire (the commands')."""
 
 import threading
 
@@ -12,6 +13,15 @@ from minihpc.state import keys
 from tests.integration.conftest import add_pending
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["redis-py", "wire"])
+def store(request, redis_port):
+    from minihpc.state.connect import connect, connect_command
+    from minihpc.state.store import Store
+
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    return Store(connect(url) if request.param == "redis-py" else connect_command(url))
 
 
 def test_competing_reservations_for_overlapping_nodes_never_split(store):

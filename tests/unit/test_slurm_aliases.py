@@ -173,3 +173,10 @@ def test_nodes_drained_together_share_one_row():
 def test_sinfo_R_and_N_parse():
     args = build_parser().parse_args(["nodes", "-R", "-N"])
     assert args.list_reasons and args.Node
+
+
+def test_the_aliases_know_the_job_srun_socket_variable_without_importing_it():
+    from minihpc.cli import slurm
+    from minihpc.job import srun
+
+    assert slurm.SOCKET_ENV == srun.SOCKET_ENV

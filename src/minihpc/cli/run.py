@@ -24,8 +24,9 @@ from minihpc.core.batch import BATCH, wrap_script
 from minihpc.core.config import Settings
 from minihpc.core.errors import UsageError
 from minihpc.core.models import JobState
+from minihpc.core.outcome import exit_status
 from minihpc.machine.files import read_chunks
-from minihpc.state.connect import REDIS_ERRORS
+from minihpc.state.connect import outages
 from minihpc.state.steps import INPUT_MAX
 
 CHUNK = 64 * 1024
@@ -41,13 +42,6 @@ def srun_options(args) -> list[str]:
     """srun's own I/O options given to ``run`` (-l, -u, -i), for the srun inside the job."""
     return [*(["--label"] if args.label else []), *(["--unbuffered"] if args.unbuffered else []),
             *([f"--input={args.input}"] if args.input is not None else [])]
-
-
-def exit_status(state: JobState, exit_code: int | None) -> int:
-    """What ``run`` exits with: the tasks' code; 1 for a job that ended without one."""
-    if state is JobState.COMPLETED:
-        return 0
-    return exit_code if exit_code else 1
 
 
 def cmd_run(args, settings: Settings) -> int:
@@ -93,7 +87,7 @@ def forward_stdin(store, job_id: int, source: int = 0) -> None:
             sent += len(chunk)
             store.write_input(job_id, 0, None, chunk)
         store.write_input(job_id, 0, None, None)
-    except REDIS_ERRORS:
+    except outages():
         pass
 
 

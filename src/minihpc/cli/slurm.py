@@ -18,8 +18,16 @@ import os
 import sys
 
 from minihpc.cli import main as cli_main
-from minihpc.job.srun import SOCKET_ENV
-from minihpc.job.srun import main as srun_in_job
+
+SOCKET_ENV = "MINIHPC_SRUN_SOCKET"
+"""minihpc.job.srun.SOCKET_ENV, set inside a batch job: srun there is the job's own (imported
+only then; tests/unit/test_slurm_aliases.py checks the two names agree)."""
+
+
+def srun_in_job(argv: list[str]) -> int:
+    from minihpc.job.srun import main
+
+    return main(argv)
 
 ALIASES: dict[str, str] = {
     "sbatch": "submit",
@@ -52,7 +60,7 @@ def _parsers(parser: argparse.ArgumentParser):
 def aliased_parser(alias: str) -> argparse.ArgumentParser:
     """The CLI's parser, with the alias's subcommand (and everything under it) named ``alias``:
     its usage, help and errors say ``sbatch`` where they said ``minihpc submit``."""
-    parser = cli_main.build_parser()
+    parser = cli_main.build_parser(ALIASES[alias])
     command = _subcommand(parser, ALIASES[alias])
     old = command.prog if command else ""
     for each in _parsers(command) if command else ():

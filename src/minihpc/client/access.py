@@ -10,11 +10,9 @@ hosts run the daemons as) are admins on the CLI.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pwd
 import re
-import secrets
 import time
 from dataclasses import dataclass
 
@@ -36,6 +34,8 @@ class Principal:
 
 
 def digest(token: str) -> str:
+    import hashlib  # here, as secrets below: most CLI calls carry no token
+
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -86,6 +86,8 @@ def must_be_admin(who: Principal, what: str) -> None:
 
 def create_token(store: Store, user: str, admin: bool = False, note: str = "") -> str:
     """A new token for ``user``, shown once; only its digest is kept."""
+    import secrets
+
     if not USER_NAME.fullmatch(user):
         raise UsageError(f"invalid user name {user!r}: letters, digits, '_', '.', '-', at most 32")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)

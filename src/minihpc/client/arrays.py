@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from dataclasses import replace
 
 from minihpc.core.arrays import ArraySpec, JobRef, parse_job_ref
@@ -34,6 +33,8 @@ def spool_tasks(first: Job, spec: ArraySpec, spool_root: str) -> list[Job]:
     ``job-<first.id>``) becomes the last index's, and every other index gets its id
     (:func:`task_id`), its spool directory a linked copy of the first's (made durable here),
     its paths moved there."""
+    import shutil  # here: a command that only reads jobs need not import it
+
     first_dir = os.path.join(spool_root, f"job-{first.id}")
     tasks = []
     count = len(spec.indexes)
@@ -60,6 +61,8 @@ def spool_tasks(first: Job, spec: ArraySpec, spool_root: str) -> list[Job]:
 
 def _link(src: str, dst: str) -> None:
     """A spooled file is read-only: a hard link is as good as a copy and costs no space."""
+    import shutil
+
     try:
         os.link(src, dst)
     except OSError:

@@ -6,7 +6,6 @@ A frozen :class:`Settings` is built once per process and passed explicitly.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -246,6 +245,8 @@ def load_settings(config_file: str | None = None, env: dict | None = None) -> Se
 
 
 def _read_toml(path: Path) -> dict:
+    import tomllib  # only with a config file: a command without one need not import it
+
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)

@@ -116,3 +116,10 @@ def format_exit(exit_code: int | None, signal: str | None) -> str:
         number = getattr(_signal.Signals, signal, None)
         return f"0:{int(number) if number else signal}"
     return f"{exit_code}:0"
+
+
+def exit_status(state: JobState, exit_code: int | None) -> int:
+    """What ``run`` exits with: the tasks' code; 1 for a job that ended without one."""
+    if state is JobState.COMPLETED:
+        return 0
+    return exit_code if exit_code else 1

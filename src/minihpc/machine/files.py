@@ -3,11 +3,8 @@ when asked, so that it survives a crash); a file's digest; removing a forgotten 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,6 +23,8 @@ def replace(path: str | os.PathLike, data: bytes, durable: bool = False, mode: i
     0644, for every user of the cluster, unless a secret asks for less).
     ``durable`` also fsyncs the file before the rename and the directory after it, so the new
     version survives a crash of the machine, not only of the writer."""
+    import tempfile  # here, not at the top: every CLI call imports this module
+
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -46,6 +45,8 @@ def replace(path: str | os.PathLike, data: bytes, durable: bool = False, mode: i
 
 def sha256(path: str | os.PathLike) -> str | None:
     """The hex sha256 of a file's bytes; None when it cannot be read (gone, not a file)."""
+    import hashlib  # here, as the imports below: every CLI call imports this module
+
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
@@ -61,6 +62,8 @@ def remove_job_dirs(roots: Iterable[str | os.PathLike | None], job_id: int) -> l
     root is skipped), whatever is in it; one that is gone or cannot be removed is left as is.
     A job's checkpoints are never among them: they are the user's results. The folders left
     (not removed whole: another uid's, or a file the job alone can remove)."""
+    import shutil
+
     left = []
     for root in roots:
         if root:

@@ -29,6 +29,7 @@ import redis
 
 from minihpc.core.models import JobState
 from minihpc.ops import faults as _faults
+from minihpc.state import wire
 from minihpc.state.store import Store
 
 POLL = 0.05
@@ -160,7 +161,7 @@ def run(store: Store, injector, kind: str, node: str | None, job_id: int | None 
                 drill.job_state, drill.attempt_now = job.state.value, job.attempts
             summarize(drill, store.incidents(200), store.attempt_steps(job_id) if job_id else {},
                       store.attempt_starts(job_id) if job_id else {})
-        except redis.RedisError:
+        except (redis.RedisError, wire.RedisError):
             pass  # a Redis restart (or the drill's own fault): keep measuring
         if finished(drill) and not undo.is_alive():
             break

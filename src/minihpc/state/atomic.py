@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import redis
-
 from minihpc.state import keys
-from minihpc.state.connect import text
+from minihpc.state.connect import text, watch_errors
 
 
-def atomic(client: redis.Redis, watch: Iterable[str], body: Callable):
+def atomic(client, watch: Iterable[str], body: Callable):
     """Run ``body(pipe)`` under WATCH until it commits; it must call pipe.multi() to write."""
     with client.pipeline() as pipe:
         while True:
@@ -24,7 +22,7 @@ def atomic(client: redis.Redis, watch: Iterable[str], body: Callable):
                 if pipe.explicit_transaction:
                     pipe.execute()
                 return result
-            except redis.WatchError:
+            except watch_errors():
                 continue
 
 

@@ -2,7 +2,7 @@
 
 One policy, in one place:
 - a command (CLI, client) fails at once with one line: :func:`connect` raises ClusterUnavailable;
-- a daemon keeps going through an outage: it catches :data:`REDIS_ERRORS`, or calls
+- a daemon keeps going through an outage: it catches :data:`REDIS_ERRORS` (or :func:`outages`), or calls
   :func:`retrying` for a write that must not be lost; a loop that must outlive anything Redis
   answers (the heartbeat, a metrics scrape, a drill's measuring) catches ``redis.RedisError``;
 - a starting container waits for Redis to answer first: :func:`wait_until_answers`.
@@ -15,14 +15,42 @@ import socket
 import sys
 import time
 
-import redis
-
 from minihpc.core.errors import ClusterUnavailable
+from minihpc.state import wire
 
 log = logging.getLogger(__name__)
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
-"""What an unreachable or restarting Redis raises; daemons retry through these."""
+# Two clients: the daemons use redis-py (rq needs it; threads share its pool), a command uses
+# state.wire, which imports in a millisecond where redis-py takes 0.15-0.25 s. So this module
+# imports redis-py only when a daemon asks for it: REDIS_ERRORS, connect().
+
+
+def __getattr__(name: str):
+    if name == "REDIS_ERRORS":  # PEP 562: a daemon's `from ... import REDIS_ERRORS` imports redis-py
+        import redis
+
+        return (redis.ConnectionError, redis.TimeoutError, wire.ConnectionError, wire.TimeoutError)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def outages() -> tuple[type[Exception], ...]:
+    """What an unreachable or restarting Redis raises, from either client: wire's always,
+    redis-py's once this process has imported it. For ``except outages():`` in code that must
+    not import redis-py itself (the CLI)."""
+    found: tuple[type[Exception], ...] = (wire.ConnectionError, wire.TimeoutError)
+    redis = sys.modules.get("redis")
+    if redis is not None and hasattr(redis, "ConnectionError"):
+        found += (redis.ConnectionError, redis.TimeoutError)
+    return found
+
+
+def watch_errors() -> tuple[type[Exception], ...]:
+    """What a transaction raises when a watched key changed, from either client."""
+    found: tuple[type[Exception], ...] = (wire.WatchError,)
+    redis = sys.modules.get("redis")
+    if redis is not None and hasattr(redis, "WatchError"):
+        found += (redis.WatchError,)
+    return found
 
 CONNECT_TIMEOUT = 3.0
 """Seconds a connection attempt to Redis may take before it fails. A client that began one just
@@ -46,24 +74,41 @@ REDIS_RETRY = 120.0
 is unreachable, e.g. restarting."""
 
 
-def connect(url: str, socket_timeout: float | None = SOCKET_TIMEOUT) -> redis.Redis:
-    """A client for ``url`` that raises ClusterUnavailable with one clear line if unreachable.
-    Replies stay bytes: rq shares the connection and needs them so; :func:`text` decodes.
-    ``socket_timeout=None`` only for the connection an rq worker blocks on (it sets its own)."""
+def connect(url: str, socket_timeout: float | None = SOCKET_TIMEOUT):
+    """A redis-py client for ``url`` (a daemon's) that raises ClusterUnavailable with one clear
+    line if unreachable. Replies stay bytes: rq shares the connection and needs them so;
+    :func:`text` decodes. ``socket_timeout=None`` only for the connection an rq worker blocks on
+    (it sets its own)."""
+    import redis
+
     client = redis.Redis.from_url(
         url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=socket_timeout, health_check_interval=30,
         socket_keepalive=True, socket_keepalive_options=_keepalive_options(),
     )
+    return _answering(client, url, (redis.AuthenticationError, redis.ResponseError))
+
+
+def connect_command(url: str) -> wire.Client:
+    """A state.wire client for ``url`` (a command's: one connection a thread, no pool), checked
+    the way :func:`connect` checks. TLS (``rediss://``) gets redis-py's client."""
+    if url.startswith("rediss:"):
+        return connect(url)
+    client = wire.Client(url, CONNECT_TIMEOUT, SOCKET_TIMEOUT, _keepalive_options())
+    return _answering(client, url, (wire.ResponseError, wire.AuthenticationError), client.check)
+
+
+def _answering(client, url: str, refusals: tuple[type[Exception], ...], ping=None):
+    """``client`` once it answered PING; ClusterUnavailable with one line if it does not."""
     try:
-        client.ping()
-    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        (ping or client.ping)()
+    except refusals as exc:
         if "@" not in url:
             raise ClusterUnavailable(
                 f"Redis at {redact(url)} needs a password: put it in MINIHPC_REDIS_URL "
                 "(redis://:PASSWORD@host:port/db)"
             ) from None
         raise ClusterUnavailable(f"Redis at {redact(url)} refused the password ({_short(exc)})") from None
-    except (*REDIS_ERRORS, OSError) as exc:
+    except (*outages(), OSError) as exc:
         raise ClusterUnavailable(
             f"cannot reach Redis at {redact(url)} ({_short(exc)}); start a cluster with "
             "'minihpc up --local' or set MINIHPC_REDIS_URL"
@@ -79,6 +124,8 @@ def _keepalive_options() -> dict[int, int]:
 def wait_until_answers(url: str, timeout: float, interval: float = 0.5) -> str | None:
     """None once Redis answers PING, else the reason it did not within ``timeout``. A wrong
     password is not waited out: it is reported at once."""
+    import redis
+
     client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
     deadline = time.monotonic() + timeout
     said = False
@@ -90,7 +137,7 @@ def wait_until_answers(url: str, timeout: float, interval: float = 0.5) -> str |
             return f"Redis refused the password ({exc}); check the REDIS_<ROLE>_PASSWORD settings in .env"
         except redis.ResponseError as exc:
             return f"Redis answered with an error: {exc}"
-        except REDIS_ERRORS as exc:
+        except outages() as exc:
             if time.monotonic() >= deadline:
                 return f"Redis did not answer within {timeout:g}s: {exc}"
             if not said:
@@ -105,7 +152,7 @@ def retrying(call, *args, what: str, deadline: float = REDIS_RETRY, **kwargs):
     while True:
         try:
             return call(*args, **kwargs)
-        except REDIS_ERRORS as exc:
+        except outages() as exc:
             if time.monotonic() >= give_up:
                 raise
             log.warning("%s: Redis unreachable (%s); retrying", what, exc)

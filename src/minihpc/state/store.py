@@ -18,8 +18,6 @@ Every key is declared in :mod:`~minihpc.state.keys`; bytes are decoded only by
 
 from __future__ import annotations
 
-import redis
-
 from minihpc.state.environments import Environments
 from minihpc.state.events import Events
 from minihpc.state.jobs import JobRecords
@@ -34,11 +32,12 @@ from minihpc.state.users import Users
 
 class Store(JobRecords, JobChanges, JobLifecycle, NodeRegistry, Telemetry, Events, Tokens, Steps, Users,
             Environments):
-    def __init__(self, client: redis.Redis):
+    def __init__(self, client):
+        """``client``: redis-py's (daemons) or :class:`minihpc.state.wire.Client` (commands)."""
         self.r = client
         self._register_scripts()
 
     @property
-    def connection(self) -> redis.Redis:
+    def connection(self):
         """The raw client, for rq's queues and workers only (they share the connection)."""
         return self.r
