@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-import tarfile
 from pathlib import PurePosixPath
 
 from minihpc.core.errors import UsageError
@@ -30,6 +29,8 @@ SKIPPED = frozenset({".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cac
 def pack(directory: str) -> bytes:
     """``directory`` as a gzip'd tar archive, its paths relative to it; UsageError when it is not
     a directory or holds more than the caps allow."""
+    import tarfile  # here: only a submit with --tree, and a node unpacking one, needs it
+
     if not os.path.isdir(directory):
         raise UsageError(f"--tree {directory!r} is not a directory")
     buffer = io.BytesIO()
@@ -67,9 +68,11 @@ def _check_caps(what: str, total: int, count: int) -> None:
         raise UsageError(f"working tree {what!r} holds over {TREE_FILES_MAX} files")
 
 
-def _members(data: bytes) -> list[tuple[tarfile.TarInfo, str]]:
+def _members(data: bytes) -> list[tuple]:
     """The archive's directories and regular files with their safe relative paths; UsageError
     for an archive that is not one, names a path outside its root, or is over the caps."""
+    import tarfile
+
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
         members = tar.getmembers()
@@ -94,6 +97,8 @@ def _members(data: bytes) -> list[tuple[tarfile.TarInfo, str]]:
 def read_member(data: bytes, name: str) -> str:
     """The text of file ``name`` inside the archive (the job script); UsageError if it is not
     there or not text."""
+    import tarfile
+
     wanted = "/".join(p for p in PurePosixPath(name).parts if p != ".")
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
         for member, path in _members(data):
@@ -114,6 +119,8 @@ what the API unpacked, on hosts where the two are uids of one group)."""
 def unpack(data: bytes, dest: str) -> None:
     """Unpack into the new directory ``dest``: read-only files (executable bits kept), directories
     others can list; nothing outside ``dest`` is touched."""
+    import tarfile
+
     members = _members(data)
     os.makedirs(dest, mode=0o755)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:

@@ -274,8 +274,22 @@ class Job:
 
     @classmethod
     def from_record(cls, data: dict[str, str]) -> Job:
-        """The inverse of :meth:`to_record` (keys and values already decoded)."""
-        return cls(**{name: decode(data[name]) for name, decode in _JOB_DECODERS if name in data})
+        """The inverse of :meth:`to_record` (keys and values already decoded); a field the
+        record leaves out holds its default. What ``Job(**fields)`` would build, without the
+        call of a 60-argument ``__init__``: squeue reads 100,000 records (issue 38)."""
+        missing = _JOB_REQUIRED.difference(data)
+        if missing:
+            raise TypeError(f"a job record without {', '.join(sorted(missing))}")
+        job = cls.__new__(cls)
+        values = job.__dict__
+        values.update(_JOB_PLAIN_DEFAULTS)
+        for name, factory in _JOB_FACTORIES:
+            values[name] = factory()
+        for name, text in data.items():
+            decode = _JOB_DECODERS.get(name)
+            if decode is not None:
+                values[name] = decode(text)
+        return job
 
     def to_json(self) -> dict:
         """The public JSON view (``minihpc show --json``)."""
@@ -331,8 +345,14 @@ _DEFAULT_TEXTS = {
 }
 """Each Job field's default as stored: what a compact record leaves out."""
 
-_JOB_DECODERS = tuple((f.name, _decoder(f.name)) for f in fields(Job))
-"""(field, decoder) of every Job field, worked out once: a pass may read thousands of records."""
+_JOB_DECODERS = {f.name: _decoder(f.name) for f in fields(Job)}
+"""Each Job field's decoder, worked out once: a pass may read thousands of records."""
+
+_JOB_REQUIRED = frozenset(f.name for f in fields(Job) if f.default is MISSING and f.default_factory is MISSING)
+_JOB_PLAIN_DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
+_JOB_FACTORIES = tuple((f.name, f.default_factory) for f in fields(Job) if f.default_factory is not MISSING)
+"""What Job.from_record needs of the dataclass's fields: which a record must hold, and the
+defaults of the others (a factory's called for each job, as ``__init__`` does)."""
 
 
 @dataclass(frozen=True)

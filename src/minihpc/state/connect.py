@@ -169,6 +169,11 @@ def text(value) -> str | None:
 def texts(mapping: dict) -> dict[str, str]:
     """A hash reply with its keys and values decoded (bytes, as every hash reply is, decoded
     without a call a field: squeue reads 100,000 records of 50 fields)."""
+    for key in mapping:
+        if type(key) is str:  # state.wire's bulk reads come decoded (hiredis decodes in C)
+            return mapping if all(type(v) is str for v in mapping.values()) else {
+                text(k): text(v) for k, v in mapping.items()}
+        break
     try:
         return {k.decode(): v.decode() for k, v in mapping.items()}
     except AttributeError:  # some already text

@@ -19,6 +19,11 @@ class Reader:
     def __init__(self, replyError=Exception):  # noqa: N803 - hiredis's keyword
         self.error = replyError
         self.buffer = bytearray()
+        self.encoding: str | None = None
+
+    def set_encoding(self, encoding: str | None = None) -> None:
+        """Bulk strings decoded with ``encoding`` from now on (None: bytes)."""
+        self.encoding = encoding
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -52,7 +57,8 @@ class Reader:
                 return None, at
             if len(self.buffer) < at + size + 2:
                 raise _Short
-            return bytes(self.buffer[at:at + size]), at + size + 2
+            data = bytes(self.buffer[at:at + size])
+            return (data.decode(self.encoding) if self.encoding else data), at + size + 2
         if kind == b"*":
             count = int(rest)
             if count < 0:
