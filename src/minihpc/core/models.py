@@ -281,14 +281,9 @@ class Job:
         if missing:
             raise TypeError(f"a job record without {', '.join(sorted(missing))}")
         job = cls.__new__(cls)
-        values = job.__dict__
-        values.update(_JOB_PLAIN_DEFAULTS)
-        for name, factory in _JOB_FACTORIES:
-            values[name] = factory()
-        for name, text in data.items():
-            decode = _JOB_DECODERS.get(name)
-            if decode is not None:
-                values[name] = decode(text)
+        job.__dict__.update(_JOB_PLAIN_DEFAULTS)
+        job.__dict__.update((name, factory()) for name, factory in _JOB_FACTORIES)
+        job.__dict__.update((name, _JOB_DECODERS[name](text)) for name, text in data.items() if name in _JOB_DECODERS)
         return job
 
     def to_json(self) -> dict:
@@ -351,8 +346,7 @@ _JOB_DECODERS = {f.name: _decoder(f.name) for f in fields(Job)}
 _JOB_REQUIRED = frozenset(f.name for f in fields(Job) if f.default is MISSING and f.default_factory is MISSING)
 _JOB_PLAIN_DEFAULTS = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
 _JOB_FACTORIES = tuple((f.name, f.default_factory) for f in fields(Job) if f.default_factory is not MISSING)
-"""What Job.from_record needs of the dataclass's fields: which a record must hold, and the
-defaults of the others (a factory's called for each job, as ``__init__`` does)."""
+"""What Job.from_record needs: the fields a record must hold, the others' defaults (factories called a job)."""
 
 
 @dataclass(frozen=True)
