@@ -20,7 +20,7 @@ def serve(settings: Settings, host: str, port: int, wait_redis: float = 0.0) -> 
         problem = wait_until_answers(settings.redis_url, wait_redis)
         if problem:
             raise SystemExit(f"minihpc api: {problem}")
-    store = open_store(settings, shared=True)
+    store = open_store(settings)
     log.info("api: serving http://%s:%d/ for the cluster at %s", host, port, redact(settings.redis_url).split("@")[-1])
     uvicorn.run(create_app(settings.redis_url, store), host=host, port=port, log_level="warning",
                 access_log=False, timeout_graceful_shutdown=3)

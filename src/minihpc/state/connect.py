@@ -20,9 +20,9 @@ from minihpc.state import wire
 
 log = logging.getLogger(__name__)
 
-# Two clients: the daemons use redis-py (rq needs it; threads share its pool), a command uses
-# state.wire, which imports in a millisecond where redis-py takes 0.15-0.25 s. So this module
-# imports redis-py only when a daemon asks for it: REDIS_ERRORS, connect().
+# Two clients: the daemons use redis-py (rq needs it), the CLI and the REST API state.wire,
+# which imports in a millisecond where redis-py takes 0.15-0.25 s. So this module imports
+# redis-py only when a daemon asks for it: REDIS_ERRORS, connect().
 
 
 def __getattr__(name: str):
@@ -89,8 +89,8 @@ def connect(url: str, socket_timeout: float | None = SOCKET_TIMEOUT):
 
 
 def connect_command(url: str) -> wire.Client:
-    """A state.wire client for ``url`` (a command's: one connection a thread, no pool), checked
-    the way :func:`connect` checks. TLS (``rediss://``) gets redis-py's client."""
+    """A state.wire client for ``url`` (the CLI's and the REST API's: one connection a thread,
+    no pool), checked the way :func:`connect` checks. TLS (``rediss://``) gets redis-py's client."""
     if url.startswith("rediss:"):
         return connect(url)
     client = wire.Client(url, CONNECT_TIMEOUT, SOCKET_TIMEOUT, _keepalive_options())
