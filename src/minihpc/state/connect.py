@@ -1,7 +1,8 @@
 """Reaching Redis, and what every layer does when it cannot.
 
 One policy, in one place:
-- a command (CLI, client) fails at once with one line: :func:`connect` raises ClusterUnavailable;
+- a command (CLI, client) fails at once with one line: :func:`connect_command` (and a daemon's
+  :func:`connect`) raises ClusterUnavailable;
 - a daemon keeps going through an outage: it catches :data:`REDIS_ERRORS` (or :func:`outages`), or calls
   :func:`retrying` for a write that must not be lost; a loop that must outlive anything Redis
   answers (the heartbeat, a metrics scrape, a drill's measuring) catches ``redis.RedisError``;
@@ -169,11 +170,6 @@ def text(value) -> str | None:
 def texts(mapping: dict) -> dict[str, str]:
     """A hash reply with its keys and values decoded (bytes, as every hash reply is, decoded
     without a call a field: squeue reads 100,000 records of 50 fields)."""
-    for key in mapping:
-        if type(key) is str:  # state.wire's bulk reads come decoded (hiredis decodes in C)
-            return mapping if all(type(v) is str for v in mapping.values()) else {
-                text(k): text(v) for k, v in mapping.items()}
-        break
     try:
         return {k.decode(): v.decode() for k, v in mapping.items()}
     except AttributeError:  # some already text
