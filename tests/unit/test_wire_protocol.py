@@ -90,3 +90,15 @@ def test_a_command_imports_no_redis_py():
              "minihpc.state.store; print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'rq')))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("url,problem", [
+    ("http://127.0.0.1:6379/0", "starts with redis://"),
+    ("redis://127.0.0.1:6379/zero", "database must be a number, not 'zero'"),
+])
+def test_a_url_that_is_not_redis_is_one_line_before_connecting(url, problem):
+    from minihpc.core.errors import ClusterUnavailable
+    from minihpc.state.connect import connect_command
+
+    with pytest.raises(ClusterUnavailable, match=f"the Redis URL .* is not valid: .*{problem}"):
+        connect_command(url)

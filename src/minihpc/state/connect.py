@@ -109,6 +109,8 @@ def _answering(client, url: str, refusals: tuple[type[Exception], ...], ping=Non
                 "(redis://:PASSWORD@host:port/db)"
             ) from None
         raise ClusterUnavailable(f"Redis at {redact(url)} refused the password ({_short(exc)})") from None
+    except ValueError as exc:  # state.wire's check of the URL (redis-py's from_url raises before)
+        raise ClusterUnavailable(f"the Redis URL {redact(url)} is not valid: {exc}") from None
     except (*outages(), OSError) as exc:
         raise ClusterUnavailable(
             f"cannot reach Redis at {redact(url)} ({_short(exc)}); start a cluster with "

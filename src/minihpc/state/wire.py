@@ -81,12 +81,16 @@ class Connection:
     def __init__(self, url: str, connect_timeout: float, socket_timeout: float | None, keepalive: dict[int, int]):
         parts = urlsplit(url)
         query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+        if parts.scheme not in ("redis", "unix"):
+            raise ValueError("a Redis URL starts with redis://, rediss:// or unix://")
+        db = query.get("db", "0") if parts.scheme == "unix" else (parts.path or "/").strip("/") or query.get("db", "0")
+        if not db.isdigit():
+            raise ValueError(f"its database must be a number, not {db!r}")
         try:
             if parts.scheme == "unix":
                 self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 self.sock.settimeout(connect_timeout)
                 self.sock.connect(parts.path)
-                db = query.get("db", "0")
             else:
                 host = parts.hostname or "localhost"  # bytes when ASCII: no IDNA codec to import
                 self.sock = socket.create_connection((host.encode() if host.isascii() else host, parts.port or 6379),
@@ -95,7 +99,6 @@ class Connection:
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
                 for option, value in keepalive.items():
                     self.sock.setsockopt(socket.IPPROTO_TCP, option, value)
-                db = (parts.path or "/").strip("/") or query.get("db", "0")
         except socket.timeout as exc:
             raise TimeoutError(f"Timeout connecting to {parts.hostname}:{parts.port}") from exc
         except OSError as exc:
@@ -107,7 +110,7 @@ class Connection:
         if password is not None:
             user = unquote(parts.username) if parts.username else None
             self.run(("AUTH", user, password) if user else ("AUTH", password))
-        if db not in ("", "0"):
+        if db != "0":
             self.run(("SELECT", db))
 
     def send(self, commands) -> None:
