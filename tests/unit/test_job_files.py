@@ -49,6 +49,13 @@ def test_a_result_file_replaced_by_a_fifo_or_too_large_gives_the_launchers_retur
     assert (result.exit_code, result.rank) == (3, 1)  # the launcher's own account
 
 
+def test_a_rank_run_without_torchrun_is_dated_when_it_ended_not_when_its_node_had_swept_up(tmp_path):
+    # A killed rank's peers fail a moment after it; the job's cause is the failure seen first.
+    result = _read_result(str(tmp_path / "none.json"), -9, rank=0, ended_at=1000.5)
+    assert (result.exit_code, result.signal, result.at) == (137, "SIGKILL", 1000.5)
+    assert _read_result(str(tmp_path / "none.json"), 0, rank=0, ended_at=1000.5).at is None  # no failure, no date
+
+
 def test_the_srun_socket_is_made_private_and_a_link_swapped_in_for_it_is_never_followed(tmp_path, monkeypatch):
     """The job owns the folder of its srun socket: were the socket replaced by a link between
     bind() and the agent's chown and chmod, root would change the link's target."""

@@ -244,7 +244,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
         try:
             with _failing("watching its ranks failed"):
                 stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals, kill_wait)
-                returncode = proc.wait()
+                returncode, ended_at = proc.wait(), time.time()  # dated now, not after the sweep below
                 forwarder.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
         finally:
             if proc.poll() is None:  # something broke while they ran: they must not outlive the share
@@ -262,7 +262,7 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
             joblog.note(out, f"=== {joblog.stamp()} job {spec.job_id} on {spec.node}: {left} process(es) the job left "
                        f"running after its ranks ended were killed ===\n")
     own_rank = spec.node_rank if direct and not stopped else None  # it failed by itself: that rank did
-    return _read_result(result_file, returncode, own_rank), stopped, forwarder.summary()
+    return _read_result(result_file, returncode, own_rank, ended_at), stopped, forwarder.summary()
 
 
 def _start(spec: LaunchSpec, port: int, env: dict, relay: joblog.Relay, who: identity.Identity | None,
@@ -371,10 +371,12 @@ RESULT_MAX = 4096
 """Bytes of a launcher's result file (a few small fields): more is not what the launcher wrote."""
 
 
-def _read_result(path: str, returncode: int, rank: int | None = None) -> NodeResult:
+def _read_result(path: str, returncode: int, rank: int | None = None, ended_at: float | None = None) -> NodeResult:
     """The launcher's own account of the first failing rank, else its return code (also when
     the file is not what the launcher writes: a job script may have written it), which is
-    ``rank``'s own where the share ran that one rank without torchrun."""
+    ``rank``'s own where the share ran that one rank without torchrun, dated ``ended_at`` (when
+    the share saw it end: the job's cause is the failure seen first, core.outcome.root_failure,
+    and a killed rank's peers fail a moment after it, before its node has swept up)."""
     raw = files.read_job_file(path, RESULT_MAX)
     reports.unlink(path)
     try:
@@ -384,7 +386,7 @@ def _read_result(path: str, returncode: int, rank: int | None = None) -> NodeRes
     if isinstance(data, dict) and _typed(data):
         return NodeResult(data.get("exit_code"), data.get("signal"), data.get("rank"), data.get("at"))
     code, sig = from_returncode(returncode)
-    return NodeResult(code, sig, rank if code else None, at=time.time() if code else None)
+    return NodeResult(code, sig, rank if code else None, at=(ended_at or time.time()) if code else None)
 
 
 def _typed(data: dict) -> bool:
