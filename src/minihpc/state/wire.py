@@ -20,7 +20,7 @@ import threading
 import time
 from urllib.parse import unquote, urlsplit
 
-from minihpc.state.wire_commands import Commands, ok
+from minihpc.state.wire_commands import Commands, _dict, ok
 
 try:
     from hiredis import Reader
@@ -270,8 +270,7 @@ def _hashes(conn: Connection, names: list[str]) -> list[dict[str, str]]:
                 reply = conn.read()
                 if isinstance(reply, ResponseError):
                     raise _error(reply)
-                it = iter(reply)
-                out.append(dict(zip(it, it)))
+                out.append(_dict(reply))
         finally:
             conn.reader.set_encoding(None)
     return out
