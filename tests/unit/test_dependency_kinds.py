@@ -197,3 +197,19 @@ def test_scheduler_cancels_what_can_never_run_and_starts_what_may():
     decided = plan(jobs, nodes, [], {1: JobState.FAILED}, 1000.0)
     assert [j for j, _ in decided.starts] == [10, 11]
     assert decided.cancels == {12: NEVER}
+
+
+def test_a_singleton_among_jobs_of_other_kinds_still_waits_for_its_running_namesake():
+    """The scheduler compares jobs by name and user only when some pending job has a singleton
+    term: one such job among others without any (or with afterok) still waits for its running
+    namesake, and the others start."""
+    assert dependency.has_singleton(["afterok:3", "singleton"]) and not dependency.has_singleton(["afterok:3"])
+    assert not dependency.has_singleton([]) and not dependency.has_singleton([5])
+    nodes = [NodeStatus(f"n{i}", f"n{i}", alive=True) for i in range(4)]
+    running = job(1, state=JobState.RUNNING)
+    running.nodes = ["n0"]
+    nodes[0] = NodeStatus("n0", "n0", alive=True, job=1)
+    pending = [job(2, name="other"), job(3, ["singleton"]), job(4, ["afterok:9"], name="other")]
+    decided = plan(pending, nodes, [running], {9: JobState.COMPLETED}, 1000.0)
+    assert [j for j, _ in decided.starts] == [2, 4]
+    assert decided.reasons == {3: WAITING}

@@ -254,3 +254,17 @@ def test_a_pending_cache_keeps_pending_records_and_drops_the_rest():
     assert cache[1] == (3, old), "an unchanged revision is not parsed again"
     assert 2 not in cache and 3 not in cache, "started, and gone"
     assert cache[4][0] == 1 and cache[4][1].name == "new"
+
+
+def test_a_job_waiting_on_its_own_gives_its_own_reason_and_holds_no_nodes():
+    """Slurm names one reason a job waits: a dependency or ``--begin`` comes before the nodes
+    (a job no nodes could ever hold but that waits for its begin time says BeginTime), and
+    such a job reserves nothing, so the job behind it starts."""
+    later = pending(1, nodes=5)
+    later.begin_at = NOW + 60
+    blocked = pending(2, nodes=5, deps=["afterok:9"])
+    p = plan([later, blocked, pending(3, nodes=3)], cluster(3), [], {9: JobState.RUNNING}, NOW)
+    assert p.reasons == {1: "BeginTime", 2: "Dependency"}
+    assert p.starts == [(3, ["n1", "n2", "n3"])]
+    p = plan([later, blocked], cluster(3), [], {9: JobState.COMPLETED}, NOW)
+    assert p.reasons == {1: "BeginTime", 2: "ReqNodeNotAvail"}

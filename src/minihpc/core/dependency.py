@@ -149,6 +149,11 @@ def refs(stored: Iterable[int | str]) -> list[int | str]:
     return [t.key for t in terms(stored) if t.job is not None]
 
 
+def has_singleton(stored: Iterable[int | str]) -> bool:
+    """Whether the dependency has a singleton term (which compares the job with others)."""
+    return any(t.kind == SINGLETON for t in terms(stored))
+
+
 def to_text(stored: Iterable[int | str]) -> str:
     """sbatch's spelling, ids of one kind in a row joined by ``:`` (``afterok:3:4,singleton``);
     ``(null)`` for none, as squeue and scontrol show it."""

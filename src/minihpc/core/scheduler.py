@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from minihpc.core import dependency, elastic
 from minihpc.core.job_control import HELD_REASON
-from minihpc.core.models import Job, JobState, NodeStatus
+from minihpc.core.models import Job, JobState, NodeStatus, Priority
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import cpus_needed, fits
 
@@ -63,11 +63,16 @@ class Plan:
     """(job id, all its nodes after) for running elastic jobs that take more nodes now."""
 
 
+_RANKS = {p.value: p.rank for p in Priority}
+"""Priority.rank by the member's value: a str's hash is kept, an Enum member's is computed in
+Python at each lookup (10,000 pending jobs sort each pass)."""
+
+
 def queue_order_key(job: Job) -> tuple:
     """Priority first, then requeued jobs before new ones (a job a node failure interrupted
     goes back to the front of its priority), then submit time, then id -- an array's tasks in
     index order (the last index has the array's own id, the lowest)."""
-    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at,
+    return (_RANKS[job.priority._value_], 0 if job.requeues else 1, job.submitted_at,
             job.id if job.array_job_id is None else job.array_job_id, job.array_task_id or 0)
 
 
@@ -89,7 +94,7 @@ def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job
         # place in that order, as one integer: 100,000 jobs sort in milliseconds, not tuples
         turn = turns[job.user]
         turns[job.user] = turn + 1
-        group = job.priority.rank * 2 + (0 if job.requeues else 1)
+        group = _RANKS[job.priority._value_] * 2 + (0 if job.requeues else 1)
         keyed.append((group * span + turn) * count + index)
     return [ordered[key % count] for key in sorted(keyed)]
 
@@ -226,9 +231,10 @@ def own_wait(job: Job, now: float, dependency_states: dict[int, JobState | None]
     array's throttle reached."""
     if job.held:
         return HELD_REASON
-    dep = dependency_status(job, dependency_states, singletons)
-    if dep is not None:
-        return dep
+    if job.dependency:  # most jobs have none: no call
+        dep = dependency_status(job, dependency_states, singletons)
+        if dep is not None:
+            return dep
     if job.begin_at is not None and job.begin_at > now:
         return BEGIN_TIME
     if job.array_limit and job.array_job_id is not None and array_running[job.array_job_id] >= job.array_limit:
@@ -250,23 +256,26 @@ def plan(
                       idle=[n.name for n in usable if n.job is None])
     array_running = Counter(j.array_job_id for j in running if j.array_job_id is not None)
     someone_ahead_waits = False
-    owners = same_owner_and_name([*pending, *running])
+    # Only a singleton term compares jobs by (user, name): built only when one has it.
+    owners = (same_owner_and_name([*pending, *running])
+              if any(dependency.has_singleton(j.dependency) for j in pending if j.dependency) else {})
     candidates_of: dict[tuple, list[str]] = {}
     started: list[tuple[int, Job, float, list[str]]] = []
 
     for job in queue_order(pending, running):
         why = own_wait(job, now, dependency_states, owners.get((job.user, job.name), ()), array_running)
-        if why == "DependencyNeverSatisfied":
-            result.cancels[job.id] = why
+        if why is not None:  # waits on its own: no nodes looked at, none reserved
+            if why == dependency.NEVER:
+                result.cancels[job.id] = why
+            else:
+                result.reasons[job.id] = why
             continue
         if (key := shape(job)) not in candidates_of:
             candidates_of[key] = eligible(job, nodes, partitions, cpus_override)
         candidates = candidates_of[key]
         required = tuple(job.nodelist)
-        if why is None and (len(candidates) < job.nodes_requested or not set(required) <= set(candidates)):
-            why = NOT_AVAILABLE
-        if why is not None:
-            result.reasons[job.id] = why
+        if len(candidates) < job.nodes_requested or not set(required) <= set(candidates):
+            result.reasons[job.id] = NOT_AVAILABLE
             continue
         # What it may have may be held for good by jobs ahead of it: then it can neither start
         # nor be promised a start, and holding those nodes again would change nothing.
