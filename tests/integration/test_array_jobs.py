@@ -92,6 +92,12 @@ def test_an_array_is_recorded_whole_and_forgotten_task_by_task(store, tmp_path):
         store.transition(job_id, JobState.CANCELLED, "test", only_from=[JobState.PENDING])
     assert store.dependency_states([first, f"{first}_8"]) == {first: JobState.CANCELLED,
                                                               f"{first}_8": JobState.CANCELLED}
+    # States the caller already holds (the master's pending and running jobs) are taken as
+    # given, not read again; the others are read.
+    assert store.dependency_states([first, f"{first}_8"], {4: JobState.PENDING}) == {
+        first: JobState.PENDING, f"{first}_8": JobState.PENDING}
+    assert store.dependency_states([first], {2: JobState.COMPLETED, 3: JobState.COMPLETED}) == {
+        first: JobState.CANCELLED}
     assert store.forget_ended(2)
     assert store.array_tasks(first) == {4: 3, 8: 4}
     store.delete_job(store.get_job(3))

@@ -181,7 +181,10 @@ class Master:
         running = self.running.read(store)
         pending = self.pending.read(store)
         # Singleton terms read the same pending and running lists inside plan(): no more calls.
-        deps = store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
+        known = dict.fromkeys(self.pending.records, JobState.PENDING)  # their ids: no job read again
+        known.update(dict.fromkeys(self.running.records, JobState.RUNNING))
+        deps = store.dependency_states({d for job in pending if job.dependency for d in dependency.refs(job.dependency)},
+                                       known)
         grow_every = self.settings.elastic_grow_every
         plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
                               published_cpus(cluster), grow_every)
@@ -197,8 +200,8 @@ class Master:
         elastic_jobs.grow(store, plan.grows, running, by_name, cluster)
         elastic_jobs.reclaim(store, plan, pending, running, nodes, by_name, cluster)
         self.starting = time.perf_counter() - began
-        current = {job.id: job.reason for job in pending}
-        store.set_reasons({i: r for i, r in plan.reasons.items() if current.get(i) != r})
+        reasons = plan.reasons
+        store.set_reasons({job.id: why for job in pending if (why := reasons.get(job.id)) is not None and why != job.reason})
         due = [t for t in (replan.next_begin(pending, now), elastic.next_growth(running, now, grow_every)) if t]
         self.planned, self.next_begin, self.planned_at = signature, min(due, default=None), now
         return plan

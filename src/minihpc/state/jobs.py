@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from minihpc.core.arrays import array_state
 from minihpc.core.errors import ClusterUnavailable, NotFound
@@ -106,11 +106,17 @@ class JobRecords:
                 out[ref] = list(tasks.values()) or [ref]
         return out
 
-    def dependency_states(self, refs: Iterable[int | str]) -> dict[int | str, JobState | None]:
+    def dependency_states(self, refs: Iterable[int | str],
+                          known: Mapping[int, JobState] | None = None) -> dict[int | str, JobState | None]:
         """What core.dependency.status needs: the state of each ref; an array's, the state of
-        the whole array (core.arrays.array_state); None where nothing has a record."""
+        the whole array (core.arrays.array_state); None where nothing has a record. ``known``:
+        states the caller read in this pass (the master's pending and running jobs), not read
+        again -- a dependency on a 1,000-task array that waits is 1,000 reads less a pass."""
         expanded = self.expand_refs(refs)
-        states = self.job_states({i for ids in expanded.values() for i in ids})
+        wanted = {i for ids in expanded.values() for i in ids}
+        known = known or {}
+        states = self.job_states([i for i in wanted if i not in known])
+        states.update((i, known[i]) for i in wanted if i in known)
         return {ref: array_state([states[i] for i in ids]) for ref, ids in expanded.items()}
 
     def get_job(self, job_id: int) -> Job:
@@ -155,6 +161,8 @@ class JobRecords:
 
     def job_states(self, ids: Iterable[int]) -> dict[int, JobState | None]:
         ids = list(ids)
+        if not ids:
+            return {}
         with self.r.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hget(keys.job(job_id), "state")

@@ -3,6 +3,7 @@ history the health monitor decides from."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -359,7 +360,8 @@ def _devices(info: dict) -> list[int]:
     return [int(d) for d in info["gpu_devices"].split(",") if d.strip().isdigit()]
 
 
+@functools.lru_cache(maxsize=8192)
 def node_sort_key(name: str) -> tuple:
     """master-node first, then workers in numeric order (worker-node-2 before worker-node-10)."""
     parts = re.split(r"(\d+)", name)
-    return (0 if name.startswith("master") else 1, [int(p) if p.isdigit() else p for p in parts])
+    return (0 if name.startswith("master") else 1, tuple(int(p) if p.isdigit() else p for p in parts))
