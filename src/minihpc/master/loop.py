@@ -215,11 +215,10 @@ class Master:
         grace = 2 * settings.node_timeout + settings.kill_wait  # an in-flight report lands first
         self.stale, stale = scheduler.stale_allocations(nodes, states, self.stale, now, grace)
         for node, job_id in [] if quiet else stale:
-            if self.store.release_if_held(node, job_id):
-                held_for = now - self.stale.pop(node)[1]
-                state = states.get(job_id)
-                self.store.incident("freed_stale_allocation", node, job_id, held_for=held_for,
-                                    job_state=state.value if state else None)
+            held_for, state = now - self.stale[node][1], states.get(job_id)
+            incident = {"kind": "freed_stale_allocation", "held_for": held_for, "job_state": state.value if state else None}
+            if self.store.release_if_held(node, job_id, incident):  # the incident in its transaction
+                self.stale.pop(node)
                 log.warning("node %s: freed (job %s is %s, allocation held %.0fs after)", node, job_id,
                             state.value if state else "gone", held_for)
 

@@ -37,11 +37,8 @@ class Events:
         return bool(got)
 
     def incident(self, kind: str, node: str | None = None, job: int | None = None, **detail) -> None:
-        record = {"at": time.time(), "kind": kind, "node": node, "job": job, **detail}
         with self.r.pipeline() as pipe:
-            pipe.lpush(keys.INCIDENTS, json.dumps(record, sort_keys=True))
-            pipe.ltrim(keys.INCIDENTS, 0, INCIDENTS_KEPT - 1)
-            publish(pipe, dict(record, type="incident"))
+            add_incident(pipe, kind, node, job, **detail)
             pipe.execute()
 
     def incidents(self, limit: int = 100) -> list[dict]:
@@ -58,6 +55,15 @@ class Events:
     def ping(self) -> bool:
         """Whether Redis answers now (drills wait for a restarted Redis with it)."""
         return bool(self.r.ping())
+
+
+def add_incident(pipe, kind: str, node: str | None = None, job: int | None = None, **detail) -> None:
+    """Queue an incident on ``pipe``: in the transaction of the change it reports, a reader never
+    sees the change without it."""
+    record = {"at": time.time(), "kind": kind, "node": node, "job": job, **detail}
+    pipe.lpush(keys.INCIDENTS, json.dumps(record, sort_keys=True))
+    pipe.ltrim(keys.INCIDENTS, 0, INCIDENTS_KEPT - 1)
+    publish(pipe, dict(record, type="incident"))
 
 
 def publish(pipe, event: dict) -> None:

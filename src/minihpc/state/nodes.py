@@ -13,6 +13,7 @@ from minihpc.core import measurements
 from minihpc.core.crashes import Crash, applies
 from minihpc.core.models import NodeStatus
 from minihpc.state import keys, stats
+from minihpc.state.events import add_incident
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import text, texts
 
@@ -189,15 +190,18 @@ class NodeRegistry:
             self.wake(f"freed {node}")
         return int(held) if held is not None else None
 
-    def release_if_held(self, node: str, job_id: int) -> bool:
+    def release_if_held(self, node: str, job_id: int, incident: dict | None = None) -> bool:
         """Clear a node's allocation only if job ``job_id`` still holds it (in one
-        transaction, so an allocation made meanwhile is never cleared)."""
+        transaction, so an allocation made meanwhile is never cleared); ``incident`` (its kind
+        and details) is logged in that transaction."""
 
         def body(pipe):
             if not held_by(pipe, [node], job_id):
                 return False
             pipe.multi()
             free(pipe, [node])
+            if incident is not None:
+                add_incident(pipe, node=node, job=job_id, **incident)
             return True
 
         return atomic(self.r, [keys.node_alloc(node)], body)
