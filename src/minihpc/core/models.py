@@ -99,10 +99,10 @@ class Priority(str, Enum):
     @property
     def rank(self) -> int:
         """0 is served first."""
-        return _PRIORITY_RANKS[self]
+        return _PRIORITY_RANKS[self._value_]  # by value: a member's own hash is Python code
 
 
-_PRIORITY_RANKS = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+_PRIORITY_RANKS = {Priority.HIGH.value: 0, Priority.NORMAL.value: 1, Priority.LOW.value: 2}
 
 
 class NodeState(str, Enum):

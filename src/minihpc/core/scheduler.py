@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from minihpc.core import dependency, elastic
 from minihpc.core.job_control import HELD_REASON
-from minihpc.core.models import Job, JobState, NodeStatus, Priority
+from minihpc.core.models import Job, JobState, NodeStatus
 from minihpc.core.partitions import Partitions
 from minihpc.core.requirements import cpus_needed, fits
 
@@ -63,16 +63,11 @@ class Plan:
     """(job id, all its nodes after) for running elastic jobs that take more nodes now."""
 
 
-_RANKS = {p.value: p.rank for p in Priority}
-"""Priority.rank by the member's value: a str's hash is kept, an Enum member's is computed in
-Python at each lookup (10,000 pending jobs sort each pass)."""
-
-
 def queue_order_key(job: Job) -> tuple:
     """Priority first, then requeued jobs before new ones (a job a node failure interrupted
     goes back to the front of its priority), then submit time, then id -- an array's tasks in
     index order (the last index has the array's own id, the lowest)."""
-    return (_RANKS[job.priority._value_], 0 if job.requeues else 1, job.submitted_at,
+    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at,
             job.id if job.array_job_id is None else job.array_job_id, job.array_task_id or 0)
 
 
@@ -94,7 +89,7 @@ def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job
         # place in that order, as one integer: 100,000 jobs sort in milliseconds, not tuples
         turn = turns[job.user]
         turns[job.user] = turn + 1
-        group = _RANKS[job.priority._value_] * 2 + (0 if job.requeues else 1)
+        group = job.priority.rank * 2 + (0 if job.requeues else 1)
         keyed.append((group * span + turn) * count + index)
     return [ordered[key % count] for key in sorted(keyed)]
 

@@ -13,9 +13,9 @@ from minihpc.core import measurements
 from minihpc.core.crashes import Crash, applies
 from minihpc.core.models import NodeStatus
 from minihpc.state import keys, stats
-from minihpc.state.events import add_incident
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import text, texts
+from minihpc.state.events import add_incident
 
 RESTARTS_KEPT = 100
 """Restart times kept per node, newest first."""
