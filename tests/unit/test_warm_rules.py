@@ -117,6 +117,20 @@ def test_a_warm_job_s_exit_code_and_signal_are_the_real_ones(launcher, direct):
     os.close(out)
 
 
+def test_a_warm_job_is_dated_when_it_ended_not_when_a_busy_agent_read_its_status(launcher):
+    # A killed rank's peers fail a moment after it; the job's cause is the failure seen first.
+    proc, out = launch(launcher, 60, 0, direct=True)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    killed = time.time()
+    proc.kill()
+    time.sleep(1.0)  # the agent busy elsewhere
+    read = time.time()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert killed <= proc.ended_at < read - 0.5, (killed, proc.ended_at, read)
+    os.close(out)
+
+
 def test_a_rank_run_without_torchrun_waits_for_its_gang_and_node_0_for_the_others_to_end(launcher):
     port = str(free_port())
     first, out0 = launch(launcher, 0, 0, direct=True, gang={"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2", "MASTER_PORT": port})

@@ -244,7 +244,8 @@ def _launch(spec: LaunchSpec, port: int, store: Store, settings: Settings, shutt
         try:
             with _failing("watching its ranks failed"):
                 stopped = _watch(proc, spec, store, settings, shutting_down, forwarder, signals, kill_wait)
-                returncode, ended_at = proc.wait(), time.time()  # dated now, not after the sweep below
+                returncode = proc.wait()  # dated by the warm launcher, else now: not after the sweep below
+                ended_at = getattr(proc, "ended_at", None) or time.time()
                 forwarder.forward()  # the steps of its last moments, e.g. the one it stopped at on SIGTERM
         finally:
             if proc.poll() is None:  # something broke while they ran: they must not outlive the share

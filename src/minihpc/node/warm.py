@@ -176,6 +176,8 @@ class WarmProcess:
         self.answers, self.args = answers, args
         self.pid = 0
         self.returncode: int | None = None
+        self.ended_at: float | None = None
+        """When the warm launcher saw it end (Unix time), once it has."""
         self._pidfd: int | None = None
 
     @classmethod
@@ -238,6 +240,8 @@ class WarmProcess:
                 self._lost(deadline)
             elif "returncode" in message:
                 self.returncode = int(message["returncode"])
+                at = message.get("at")
+                self.ended_at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
         self._close()
         return self.returncode
 

@@ -8,7 +8,8 @@ It imports torch and what torchrun and DDP pull in once, checks that no thread h
 socket for that child, on which the agent sends the job (argv, environment, cwd, user) to the
 child alone -- this process never reads a job's environment, so no job's variables linger in
 the memory later jobs are forked from -- and gets the answers: ``{"pid"}`` once forked,
-``{"returncode"}`` (as Popen's: -N for signal N) once it has ended and been reaped here. It never runs job code, never
+``{"returncode", "at"}`` (as Popen's: -N for signal N; when this process saw it end, Unix time) once it has
+ended and been reaped here. It never runs job code, never
 holds a credential (the agent starts it without them), and ends when the agent closes FD.
 """
 
@@ -21,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 MAX_MESSAGE = 1 << 20
 
@@ -104,12 +106,14 @@ class Server:
 
     def serve(self) -> None:
         while True:
-            for fd, _ in self.poller.poll():
+            ready = self.poller.poll()
+            seen = time.time()  # when the children among them ended, as near as this process can tell
+            for fd, _ in ready:
                 if fd == self.control.fileno():
                     if not self.take_request():
                         return
                 else:
-                    self.reap(fd)
+                    self.reap(fd, seen)
 
     def take_request(self) -> bool:
         """Fork the child a request asks for; False once the agent has gone."""
@@ -149,12 +153,16 @@ class Server:
             os.close(theirs.detach())
         warm_child.run(out, answers)  # never returns
 
-    def reap(self, pidfd: int) -> None:
+    def reap(self, pidfd: int, seen: float) -> None:
+        """Reap a child that has ended (its pidfd is readable) and answer its status, dated
+        ``seen``: here, not when the agent reads it, which a busy agent (threads, the GIL) may do
+        late -- the job's cause is the failure seen first, and a killed rank's peers fail a
+        moment after it (core.outcome.root_failure)."""
         pid, answers = self.children.pop(pidfd)
         self.poller.unregister(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        _send(answers, {"returncode": os.waitstatus_to_exitcode(status)})
+        _send(answers, {"returncode": os.waitstatus_to_exitcode(status), "at": seen})
         answers.close()
 
 
