@@ -113,6 +113,22 @@ def test_a_node_failure_frees_the_nodes_that_reported_and_requeues(store):
     assert store.r.get(keys.node_alloc("c")) == b"1"  # held by attempt 2
 
 
+def test_an_incident_is_written_with_the_change_it_reports_and_never_without_it(store):
+    add_pending(store, 1, nodes=1)
+    job = store.start(1, ["a"], lambda pipe, job: None)
+    stalled = {"kind": "stalled", "job": 1, "silent_for": 12.0}
+    assert store.transition(1, JobState.NODE_FAIL, "no progress", only_from=[JobState.RUNNING], incident=stalled)
+    assert not store.transition(1, JobState.NODE_FAIL, "no progress", only_from=[JobState.RUNNING], incident=stalled)
+    requeued = {"kind": "requeued", "node": "a", "job": 1, "attempt": job.attempts, "reason": "no progress"}
+    assert store.requeue(1, job.attempts, "Requeued", requeued)
+    assert not store.requeue(1, job.attempts, "Requeued", requeued)  # refused: no second incident
+    store.drain("a", "bad disk", {"kind": "drained", "node": "a", "reason": "bad disk"})
+    assert store.undrain("a", {"kind": "resumed", "node": "a"})
+    kinds = [(i["kind"], i["job"], i["node"]) for i in reversed(store.incidents())]
+    assert kinds == [("stalled", 1, None), ("requeued", 1, "a"), ("drained", None, "a"), ("resumed", None, "a")], kinds
+    assert store.get_job(1).state is JobState.PENDING and store.r.get(keys.node_drain("a")) is None
+
+
 def test_a_node_failure_is_not_an_end_until_the_master_decides_and_a_requeued_one_never_was(store):
     """minihpc wait, logs -f and the API's stream end on ended_for_good. A NODE_FAIL job read
     just before the master requeued it must not count as ended: the requeue clears the

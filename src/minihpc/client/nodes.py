@@ -21,8 +21,7 @@ def drain(store: Store, names: list[str], reason: str, who: Principal) -> None:
     must_be_admin(who, "draining a node")
     known(store, names)
     for name in names:
-        store.drain(name, reason)
-        store.incident("drained", name, reason=reason)
+        store.drain(name, reason, {"kind": "drained", "node": name, "reason": reason})
 
 
 def resume(store: Store, names: list[str], who: Principal) -> None:
@@ -30,8 +29,7 @@ def resume(store: Store, names: list[str], who: Principal) -> None:
     must_be_admin(who, "resuming a node")
     known(store, names)
     for name in names:
-        store.undrain(name)
-        store.incident("resumed", name)
+        store.undrain(name, {"kind": "resumed", "node": name})
 
 
 def forget(store: Store, names: list[str], who: Principal, done=lambda name: None) -> None:

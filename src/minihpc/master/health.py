@@ -69,8 +69,7 @@ class NodeHealth:
                 self._in_background(node.name, self._restart, now)
             elif action is Action.DRAIN:
                 reason = f"flapping: {self.policy.budget} restarts within {self.policy.window:g}s"
-                self.store.drain(node.name, reason)
-                self.store.incident("drained", node.name, reason=reason)
+                self.store.drain(node.name, reason, {"kind": "drained", "node": node.name, "reason": reason})
                 log.error("node %s: drained (%s)", node.name, reason)
 
     def restart_stuck(self, name: str, now: float) -> None:

@@ -156,10 +156,8 @@ class Master:
                 log.warning("job %s: NODE_FAIL (node %s lost)", job_id, node)
         progress = {} if quiet else store.progress(j.id for j in running)
         for job_id, silent in scheduler.stalled(running, progress, now, self.settings.progress_timeout).items():
-            if store.transition(
-                job_id, JobState.NODE_FAIL, f"no progress for {silent:.0f}s", only_from=[JobState.RUNNING]
-            ):
-                store.incident("stalled", None, job_id, silent_for=silent)
+            if store.transition(job_id, JobState.NODE_FAIL, f"no progress for {silent:.0f}s", only_from=[JobState.RUNNING],
+                                incident={"kind": "stalled", "job": job_id, "silent_for": silent}):
                 log.warning("job %s: no progress for %.0fs; tearing it down to requeue it", job_id, silent)
         grace = self.settings.node_timeout + 2 * self.settings.heartbeat_interval
         for job in [] if quiet else running:  # a held failure waits on lost(), which is off
@@ -232,8 +230,9 @@ class Master:
                 self.store.settle_node_failure(job.id)
             elif scheduler.should_requeue(job, limit):
                 reason = f"Requeued ({job.reason}; requeue {job.requeues + 1} of {limit})"
-                if self.store.requeue(job.id, job.attempts, reason):
-                    self.store.incident("requeued", job.failed_node, job.id, attempt=job.attempts, reason=job.reason)
+                incident = {"kind": "requeued", "node": job.failed_node, "job": job.id, "attempt": job.attempts,
+                            "reason": job.reason}
+                if self.store.requeue(job.id, job.attempts, reason, incident):
                     log.warning("job %s: requeued after attempt %s (%s)", job.id, job.attempts, job.reason)
             else:
                 self.store.settle_node_failure(job.id)

@@ -22,7 +22,7 @@ from minihpc.core.outcome import NodeResult, Outcome, after_report, starts_failu
 from minihpc.state import keys, stats
 from minihpc.state.atomic import atomic, free, held_by
 from minihpc.state.connect import BLOCK_MAX, text, texts
-from minihpc.state.events import job_event, publish
+from minihpc.state.events import add_incident, job_event, publish
 from minihpc.state.jobs import write_job
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,12 @@ class JobLifecycle:
         *,
         attempt: int | None = None,
         only_from: Iterable[JobState] | None = None,
+        incident: dict | None = None,
         **fields,
     ) -> bool:
-        """Move a job to ``new`` if that is legal now (and ``attempt`` is still current)."""
+        """Move a job to ``new`` if that is legal now (and ``attempt`` is still current);
+        ``incident`` (add_incident's arguments) is written in the same transaction, so the
+        change is never seen without it, nor it without the change."""
 
         def body(pipe):
             raw = pipe.hgetall(keys.job(job_id))
@@ -69,6 +72,8 @@ class JobLifecycle:
             pipe.multi()
             _write_transition(pipe, job, new, reason, fields)
             free(pipe, releasable)
+            if incident is not None:
+                add_incident(pipe, **incident)
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)
@@ -202,9 +207,9 @@ class JobLifecycle:
 
         return atomic(self.r, [keys.job(job_id)], body)
 
-    def requeue(self, job_id: int, attempt: int, reason: str) -> bool:
+    def requeue(self, job_id: int, attempt: int, reason: str, incident: dict | None = None) -> bool:
         """NODE_FAIL -> PENDING for the same attempt that failed; it keeps its id, counts the
-        requeue, and is served before new jobs of its priority."""
+        requeue, and is served before new jobs of its priority. ``incident``: as transition's."""
 
         def body(pipe):
             raw = pipe.hgetall(keys.job(job_id))
@@ -223,6 +228,8 @@ class JobLifecycle:
             pipe.persist(keys.job_series(job_id))
             pipe.rpush(keys.EVENTS, f"requeued {job_id}")
             publish(pipe, job_event(job_id, JobState.PENDING.value))
+            if incident is not None:
+                add_incident(pipe, **incident)
             return True
 
         return atomic(self.r, [keys.job(job_id)], body)

@@ -251,14 +251,21 @@ class NodeRegistry:
 
     # -- draining and restarts --------------------------------------------------------
 
-    def drain(self, node: str, reason: str) -> None:
-        self.r.set(keys.node_drain(node), reason)
+    def drain(self, node: str, reason: str, incident: dict | None = None) -> None:
+        """Out of service for ``reason``; ``incident`` (add_incident's arguments) in the same transaction."""
+        with self.r.pipeline() as pipe:
+            pipe.set(keys.node_drain(node), reason)
+            if incident is not None:
+                add_incident(pipe, **incident)
+            pipe.execute()
 
-    def undrain(self, node: str) -> bool:
+    def undrain(self, node: str, incident: dict | None = None) -> bool:
         """Back in service, with a clean slate: its old restarts no longer count towards draining it."""
         with self.r.pipeline() as pipe:
             pipe.delete(keys.node_drain(node))
             pipe.delete(keys.node_restarts(node))
+            if incident is not None:
+                add_incident(pipe, **incident)
             return bool(pipe.execute()[0])
 
     def record_restart(self, node: str, at: float) -> None:
