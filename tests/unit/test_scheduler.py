@@ -268,3 +268,18 @@ def test_a_job_waiting_on_its_own_gives_its_own_reason_and_holds_no_nodes():
     assert p.starts == [(3, ["n1", "n2", "n3"])]
     p = plan([later, blocked], cluster(3), [], {9: JobState.COMPLETED}, NOW)
     assert p.reasons == {1: "BeginTime", 2: "ReqNodeNotAvail"}
+
+
+def test_the_queue_key_kept_with_a_job_follows_every_change_and_stays_out_of_its_record():
+    import dataclasses
+
+    from minihpc.core.scheduler import queue_order
+
+    low, normal = pending(1, priority=Priority.LOW, submitted=1), pending(2, submitted=2)
+    assert [j.id for j in queue_order([low, normal])] == [2, 1]  # keys worked out and kept
+    raised = dataclasses.replace(low, priority=Priority.HIGH)  # `scontrol update`: a new Job
+    assert [j.id for j in queue_order([normal, raised])] == [1, 2]
+    again = Job.from_record(raised.to_record())  # the record read again
+    assert again == raised and again.queue_key == raised.queue_key != low.queue_key
+    assert "queue_key" not in dataclasses.asdict(raised) and "queue_key" not in raised.to_record()
+    assert raised.to_json() == dataclasses.replace(raised).to_json()

@@ -48,25 +48,12 @@ class JobState(str, Enum):
         return self not in (JobState.PENDING, JobState.RUNNING)
 
 
-_STATE_CODES = {
-    JobState.PENDING: "PD",
-    JobState.RUNNING: "R",
-    JobState.COMPLETED: "CD",
-    JobState.FAILED: "F",
-    JobState.CANCELLED: "CA",
-    JobState.TIMEOUT: "TO",
-    JobState.NODE_FAIL: "NF",
-}
+_STATE_CODES = {JobState.PENDING: "PD", JobState.RUNNING: "R", JobState.COMPLETED: "CD", JobState.FAILED: "F",
+                JobState.CANCELLED: "CA", JobState.TIMEOUT: "TO", JobState.NODE_FAIL: "NF"}
 
 _TRANSITIONS = {
     JobState.PENDING: {JobState.RUNNING, JobState.CANCELLED},
-    JobState.RUNNING: {
-        JobState.COMPLETED,
-        JobState.FAILED,
-        JobState.CANCELLED,
-        JobState.TIMEOUT,
-        JobState.NODE_FAIL,
-    },
+    JobState.RUNNING: {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL},
     JobState.NODE_FAIL: {JobState.PENDING},
 }
 
@@ -218,6 +205,14 @@ class Job:
     def launched_at(self) -> float | None:
         """When its gang's current launch was queued: its start, or an elastic job's last resize."""
         return self.resized_at if self.resized_at is not None else self.started_at
+
+    @functools.cached_property
+    def queue_key(self) -> tuple:
+        """Its place in the queue before users take turns (core.scheduler.queue_order_key),
+        worked out once a record: a pass orders every waiting job. A key field is never changed
+        in place (a change is a new Job: dataclasses.replace, or the record read again)."""
+        return (self.priority.rank, 0 if self.requeues else 1, self.submitted_at,
+                self.id if self.array_job_id is None else self.array_job_id, self.array_task_id or 0)
 
     @property
     def held(self) -> bool:

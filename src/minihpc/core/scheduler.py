@@ -29,6 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from minihpc.core import dependency, elastic
 from minihpc.core.job_control import HELD_REASON
@@ -66,9 +67,12 @@ class Plan:
 def queue_order_key(job: Job) -> tuple:
     """Priority first, then requeued jobs before new ones (a job a node failure interrupted
     goes back to the front of its priority), then submit time, then id -- an array's tasks in
-    index order (the last index has the array's own id, the lowest)."""
-    return (job.priority.rank, 0 if job.requeues else 1, job.submitted_at,
-            job.id if job.array_job_id is None else job.array_job_id, job.array_task_id or 0)
+    index order (the last index has the array's own id, the lowest). Kept with the job
+    (Job.queue_key): a pass orders 100,000 waiting jobs."""
+    return job.queue_key
+
+
+_QUEUE_KEY, _USER = attrgetter("queue_key"), attrgetter("user")
 
 
 def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job]:
@@ -77,8 +81,8 @@ def queue_order(pending: Iterable[Job], running: Iterable[Job] = ()) -> list[Job
     everyone else's): a user's n-th waiting job comes after every other user's jobs that have
     fewer of their own running or ahead of them, as a fair-share scheduler would put it;
     among equals, submit order (:func:`queue_order_key`). One user alone gets plain FIFO."""
-    ordered = sorted(pending, key=queue_order_key)
-    if len({job.user for job in ordered}) <= 1:
+    ordered = sorted(pending, key=_QUEUE_KEY)
+    if len(set(map(_USER, ordered))) <= 1:
         return ordered  # one user's turns follow submit order: the order stands
     turns = Counter(j.user for j in running)
     count = len(ordered)
@@ -224,7 +228,7 @@ def own_wait(job: Job, now: float, dependency_states: dict[int, JobState | None]
     """Why the job waits whatever the nodes do (it reserves none meanwhile), or None: held,
     a dependency (or 'DependencyNeverSatisfied': cancel it), ``--begin`` not come, or its
     array's throttle reached."""
-    if job.held:
+    if job.held_by is not None and job.held:  # the field first: a property is a call a job
         return HELD_REASON
     if job.dependency:  # most jobs have none: no call
         dep = dependency_status(job, dependency_states, singletons)
@@ -320,7 +324,7 @@ def grow_running(running: list[Job], nodes: list[NodeStatus], profile: Profile, 
     out = []
     if grow_every is None:
         return out
-    for job in sorted(running, key=queue_order_key):
+    for job in sorted(running, key=_QUEUE_KEY):
         if not elastic.growth_due(job, now, grow_every):
             continue
         others = [n for n in eligible(job, nodes, partitions, cpus_override) if n not in job.nodes]
