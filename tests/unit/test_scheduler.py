@@ -256,6 +256,20 @@ def test_a_pending_cache_keeps_pending_records_and_drops_the_rest():
     assert cache[4][0] == 1 and cache[4][1].name == "new"
 
 
+def test_a_cache_reads_whole_only_the_changed_records_of_jobs_in_its_state_at_a_new_revision():
+    from minihpc.state.pending import worth_reading
+
+    old = object()
+    cache = {1: (3, old), 2: (1, old), 3: (1, old), 5: (-1, old)}
+    heads = [(b"PENDING", b"3"), (b"RUNNING", b"2"), (None, None), (b"PENDING", b"1"), ("PENDING", "7"),
+             (b"PENDING", None)]
+    assert worth_reading([1, 2, 3, 4, 5, 6], heads, cache) == [4, 5, 6]  # new, whole-read (-1), no revision
+    assert cache == {1: (3, old), 5: (-1, old)}, "started and gone leave it; an unchanged one stays, unread"
+    running = {2: (1, old)}
+    assert worth_reading([1, 2], [(b"PENDING", b"3"), (b"RUNNING", b"1")], running, JobState.RUNNING) == []
+    assert running == {2: (1, old)}, "a just submitted job is nothing to the running jobs' cache"
+
+
 def test_a_job_waiting_on_its_own_gives_its_own_reason_and_holds_no_nodes():
     """Slurm names one reason a job waits: a dependency or ``--begin`` comes before the nodes
     (a job no nodes could ever hold but that waits for its begin time says BeginTime), and

@@ -57,6 +57,22 @@ def changed_since(cursor: str, entries: list[tuple[str, dict]], limit: int, writ
     return (entries[-1][0] if entries else cursor), {int(f["id"]) for f in new if str(f.get("id", "")).isdigit()}
 
 
+def worth_reading(ids: list[int], heads: list[tuple], cache: dict[int, tuple[int, Job]],
+                  state: JobState = JobState.PENDING) -> list[int]:
+    """Of the changed jobs ``ids``, whose (state, revision) ``heads`` were read first, those
+    whose records must be read whole: in ``state`` now and not cached at that revision. The
+    others leave ``cache`` here (a job that left ``state``, or is gone). A pass that starts a
+    thousand jobs changes a thousand records that the pending jobs' cache has only to drop,
+    and the running jobs' cache has nothing to do with a thousand jobs just submitted."""
+    wanted = []
+    for job_id, (now, revision) in zip(ids, heads):
+        if now is None or text(now) != state.value:
+            cache.pop(job_id, None)
+        elif revision is None or job_id not in cache or cache[job_id][0] != int(revision):
+            wanted.append(job_id)
+    return wanted
+
+
 def refreshed(cache: dict[int, tuple[int, Job]], records: dict[int, dict[str, str]], ids: Iterable[int],
               state: JobState = JobState.PENDING) -> None:
     """Bring ``cache`` ({id: (revision, job)}) up to ``records`` (the current records of
@@ -97,11 +113,18 @@ class JobChanges:
 
     def refresh_jobs(self, cache: dict[int, tuple[int, Job]], ids: set[int],
                      state: JobState = JobState.PENDING) -> None:
-        """Read the records of ``ids`` in one round trip (JobRecords._records) and bring
-        ``cache`` (of the jobs in ``state``) up to them."""
+        """Bring ``cache`` (of the jobs in ``state``) up to the records of ``ids``: each one's
+        state and revision in one round trip, then, in another (JobRecords._records), the
+        records :func:`worth_reading` names."""
+        ids = list(ids)
+        with self.r.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(keys.job(job_id), "state", keys.JOB_REVISION)
+            heads = pipe.execute()
+        wanted = worth_reading(ids, heads, cache, state)
         with bulk_reading():
-            refreshed(cache, dict(self._records(ids)), ids, state)
-        self.with_environments([cache[i][1] for i in ids if i in cache])  # stored apart (state.environments)
+            refreshed(cache, dict(self._records(wanted)), wanted, state)
+        self.with_environments([cache[i][1] for i in wanted if i in cache])  # stored apart (state.environments)
 
 
 class PendingCache:
