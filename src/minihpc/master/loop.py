@@ -26,6 +26,7 @@ from minihpc.master import elastic as elastic_jobs
 from minihpc.master import retention
 from minihpc.master.crashes import CrashInbox
 from minihpc.master.dispatch import dispatcher
+from minihpc.master.garbage import FullCollections
 from minihpc.master.health import NodeHealth
 from minihpc.master.stragglers import StragglerWatch
 from minihpc.master.stuck import StuckWatch
@@ -100,6 +101,7 @@ class Master:
         # An agent takes its next launch once it has torn its last job down (SIGTERM, kill_wait,
         # SIGKILL, the sweep): that much more before a launch waiting is a stuck node.
         self.stuck = StuckWatch(self.store, self.health, settings.launch_timeout + 2 * settings.kill_wait)
+        self.garbage = FullCollections()  # full collections between passes, not in them (master.garbage)
         # How long each pass takes, for the master's exporter (its own process: no Redis call).
         self.pass_seconds = Histogram("minihpc_scheduling_pass_seconds", "Time of each master pass that planned "
                                       "(one whose inputs had not changed plans nothing: core.replan).",
@@ -131,8 +133,9 @@ class Master:
         self.requeue_node_failures()
         self.free_stale_allocations(nodes, now, quiet)
         if not quiet:
-            self.stragglers.step(now)
-            self.stuck.step(nodes, now)
+            running = lambda: self.running.read(self.store)  # noqa: E731 - what changed since end_jobs read it
+            self.stragglers.step(now, running)
+            self.stuck.step(nodes, now, running)
         return self.schedule(nodes, by_name, now)
 
     def end_jobs(self, by_name: dict[str, NodeStatus], now: float, quiet: bool,
@@ -284,6 +287,7 @@ class Master:
             self.restarter.watch(self.crashes.report, self.stop)  # crashes as events; heartbeats for silence
         self.reconcile_pending = True
         self.next_prune = self.next_left = 0.0  # the first pass does what is due at once
+        self.garbage.take_over(time.monotonic())
         while not self.stop.is_set():
             try:
                 asked = time.monotonic()
@@ -314,7 +318,9 @@ class Master:
     def housekeeping(self, now: float) -> None:
         """Retention's two passes, each when due: the folders of forgotten jobs their forgetter
         left (every LEFT_INTERVAL, not at each turn of the loop, which turns with every wake-up),
-        then old ended jobs. A pass that fails waits as long."""
+        then old ended jobs. A pass that fails waits as long. And a full garbage collection when
+        one is due (master.garbage)."""
+        self.garbage.step(time.monotonic())
         if now >= self.next_left:
             self.next_left = now + retention.LEFT_INTERVAL
             retention.remove_left_files(self.store)
