@@ -6,6 +6,7 @@ ratio of every rank, which the MinihpcStraggler alert watches)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from minihpc.core import straggler
 from minihpc.core.models import Job
@@ -24,12 +25,13 @@ class StragglerWatch:
         self.next_at = 0.0
         self.flagged: set[tuple[int, int, int]] = set()  # (job, attempt, rank) already reported
 
-    def step(self, now: float) -> None:
-        """Look again if it is time (the running jobs are read only then)."""
+    def step(self, now: float, running: Callable[[], list[Job]]) -> None:
+        """Look again if it is time; ``running``: the running jobs (the master's cache of them,
+        asked only then)."""
         if now < self.next_at:
             return
         self.next_at = now + self.interval
-        self.judge(self.store.running_jobs())
+        self.judge(running())
 
     def judge(self, running: list[Job]) -> None:
         watched = [job for job in running if len(job.nodes) > 1]
