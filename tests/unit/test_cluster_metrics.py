@@ -31,12 +31,16 @@ class FakeStore:
         self.running = [running]
         self.pending = [job(8), job(9, held_by="alice"), job(10, nodes_requested=5, partition="big")]
         self.cluster: dict | None = {"default_partition": "main", "partitions": "big=n1,n2,n3,n4"}
+        self.revision = 1
         self.memory: tuple | Exception = (1000, 0)
         phases = {"data_seconds": 0.01, "forward_seconds": 0.1, "backward_seconds": 0.2, "optimizer_seconds": 0.01}
         self.reports = [{"attempt": 2, "rank": r, "node": n, **phases} for r, n in ((0, "n2"), (1, "n4"))]
 
     def node_statuses(self):
         return self.nodes
+
+    def jobs_revision(self):
+        return self.revision  # bumped by every write to a job record
 
     def latest_change(self):
         return None, 0  # no changes stream: PendingCache reads the queue whole each time
@@ -140,3 +144,24 @@ def test_the_rest_of_the_scrape_comes_without_a_cluster_record_or_redis_info(mis
     assert ("minihpc_queue_startable_jobs" in body) is (missing != "cluster")
     assert ("minihpc_redis_memory_used_bytes" in body) is (missing != "memory")
     assert 'minihpc_job_info{job_id="7"' in body and "minihpc_jobs_started_total 5.0" in body
+
+
+def test_a_scrape_plans_the_queue_again_only_when_a_job_a_node_or_the_settings_changed(monkeypatch):
+    # A deep queue planned at every scrape (every 5 s) cost the master's process a second a time.
+    from minihpc.metrics import cluster
+
+    planned = []
+    plan = cluster.scheduler.plan
+    monkeypatch.setattr(cluster.scheduler, "plan", lambda *a, **k: planned.append(1) or plan(*a, **k))
+    store = FakeStore()
+    registry = CollectorRegistry()
+    registry.register(ClusterCollector(store))
+    startable = lambda: re.search(r"^minihpc_queue_startable_jobs (\S+)$", generate_latest(registry).decode(), re.M)[1]  # noqa: E731
+    assert (startable(), startable(), len(planned)) == ("1.0", "1.0", 1)  # nothing changed: the last plan's count
+    store.pending = [job(8, held_by="alice")]
+    store.revision += 1  # a write to a job record (scontrol hold)
+    assert (startable(), len(planned)) == ("0.0", 2)
+    store.pending = [job(8)]
+    store.revision += 1
+    store.nodes[0] = NodeStatus("n1", "a", True, cpus=2, drain_reason="maintenance")  # and a node drained
+    assert (startable(), len(planned)) == ("0.0", 3)
