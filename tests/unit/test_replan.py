@@ -52,3 +52,16 @@ def test_the_next_begin_is_the_earliest_still_to_come():
 
     assert replan.next_begin([job(1, None), job(2, 50.0), job(3, 300.0), job(4, 200.0)], now=100.0) == 200.0
     assert replan.next_begin([job(1, None), job(2, 50.0)], now=100.0) is None
+
+
+def test_a_planner_s_last_plan_is_due_again_when_its_inputs_change_the_clock_says_or_it_is_forgotten():
+    last, current = replan.LastPlan(), replan.signature(41, NODES, CLUSTER)
+    assert last.due(current, now=100.0)  # never planned
+    last.made(current, now=100.0, next_due=150.0)
+    assert not last.due(replan.signature(41, list(NODES), dict(CLUSTER)), now=120.0)
+    assert last.due(replan.signature(42, NODES, CLUSTER), now=120.0)  # a job written
+    assert last.due(current, now=150.0)  # a --begin time came
+    last.made(current, now=150.0, next_due=None)
+    assert last.due(current, now=150.0 + replan.REPLAN_MAX)
+    last.signature = None  # Redis came back from its files: plan anew
+    assert last.due(current, now=151.0)

@@ -6,12 +6,14 @@ inputs do: a job record (any write bumps one counter, state.keys.JOBS_REVISION),
 reaching a pending job's ``--begin``. Time passing alone starts nothing else: a backfill gap
 only shrinks, and a running job's end is a write.
 
-Decisions only; :mod:`minihpc.master.loop` keeps the last signature.
+Decisions, and :class:`LastPlan`, what a planner (the master's loop, the cluster exporter)
+keeps of its last plan to ask them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from minihpc.core.models import Job, NodeStatus
 
@@ -40,3 +42,20 @@ def due(last: tuple | None, current: tuple, now: float, next_begin: float | None
 def next_begin(pending: Iterable[Job], now: float) -> float | None:
     """The earliest ``--begin`` still to come among the pending jobs; None: none."""
     return min((j.begin_at for j in pending if j.begin_at is not None and j.begin_at > now), default=None)
+
+
+@dataclass
+class LastPlan:
+    """What a planner keeps of its last plan: what it was made from (None: plan anew), when,
+    and the next time the clock alone makes another due (a ``--begin``, an elastic growth)."""
+
+    signature: tuple | None = None
+    at: float | None = None
+    next_due: float | None = None
+
+    def due(self, current: tuple, now: float) -> bool:
+        """:func:`due` for a plan made from ``current`` now."""
+        return due(self.signature, current, now, self.next_due, self.at)
+
+    def made(self, current: tuple, now: float, next_due: float | None) -> None:
+        self.signature, self.at, self.next_due = current, now, next_due

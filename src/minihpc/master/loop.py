@@ -84,11 +84,9 @@ class Master:
         self.pending = PendingCache()  # pending records, kept by the changes stream (state.pending)
         self.running = RunningCache()  # and running ones
         self.node_cache = NodeCache()  # the nodes' records, read again when one changed (state.nodes)
-        self.planned: tuple | None = None  # what the last plan was made from (core.replan)
-        self.planned_at: float | None = None
+        self.planned = replan.LastPlan()  # what the last plan was made from, when (core.replan)
         self.rest_until = 0.0  # monotonic: no pass before it (PLANNING_SHARE)
         self.starting = 0.0  # seconds the last pass that planned spent starting its jobs
-        self.next_begin: float | None = None  # the next --begin time among the pending jobs
         policy = RestartPolicy(
             backoff_max=settings.restart_backoff_max,
             budget=settings.restart_budget,
@@ -177,7 +175,7 @@ class Master:
         revision = store.jobs_revision()
         cluster = store.cluster_info()  # the published partitions and CPU override, read each pass
         signature = replan.signature(revision, nodes, cluster)
-        if not replan.due(self.planned, signature, now, self.next_begin, self.planned_at):
+        if not self.planned.due(signature, now):
             return None  # the plan would be the last one
         running = self.running.read(store)
         pending = self.pending.read(store)
@@ -204,7 +202,7 @@ class Master:
         reasons = plan.reasons
         store.set_reasons({job.id: why for job in pending if (why := reasons.get(job.id)) is not None and why != job.reason})
         due = [t for t in (replan.next_begin(pending, now), elastic.next_growth(running, now, grow_every)) if t]
-        self.planned, self.next_begin, self.planned_at = signature, min(due, default=None), now
+        self.planned.made(signature, now, min(due, default=None))
         return plan
 
     def free_stale_allocations(self, nodes: list[NodeStatus], now: float, quiet: bool) -> None:
@@ -254,7 +252,7 @@ class Master:
         answers again."""
         self.pending.clear()  # Redis may come back from its files: read every record afresh
         self.running.clear()
-        self.planned = None  # and plan anew from them
+        self.planned.signature = None  # and plan anew from them
         if self.redis_lost_at is None:
             self.redis_lost_at = asked
             log.warning("master: Redis unreachable (%s); retrying", exc)

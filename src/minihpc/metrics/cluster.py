@@ -67,9 +67,7 @@ class ClusterCollector:
         # The last plan's count of startable jobs, and what it was made from (core.replan): a
         # scrape plans the queue again only when that changed, as the master does -- planning
         # 100,000 held jobs each scrape (every 5 s) cost the master's process a second each.
-        self.planned: tuple | None = None
-        self.planned_at: float | None = None
-        self.next_begin: float | None = None
+        self.planned = replan.LastPlan()
         self.startable = 0
         self._plan_lock = threading.Lock()
 
@@ -131,12 +129,12 @@ class ClusterCollector:
         """How many jobs a plan starts now: planned again only when due (core.replan)."""
         current = replan.signature(revision, nodes, cluster)
         with self._plan_lock:
-            if replan.due(self.planned, current, now, self.next_begin, self.planned_at):
+            if self.planned.due(current, now):
                 deps = self.store.dependency_states({d for job in pending for d in dependency.refs(job.dependency)})
                 plan = scheduler.plan(pending, nodes, running, deps, now, Partitions.from_record(cluster),
                                       published_cpus(cluster))
-                self.startable, self.planned, self.planned_at = len(plan.starts), current, now
-                self.next_begin = replan.next_begin(pending, now)
+                self.startable = len(plan.starts)
+                self.planned.made(current, now, replan.next_begin(pending, now))
             return self.startable
 
     def _counters(self, nodes: list[NodeStatus]) -> Iterator[Metric]:
